@@ -1,0 +1,55 @@
+"""What a run leaves behind besides checkpoints: `run_summary.json` and `reward_curve.png`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
+
+
+def library_versions() -> dict[str, str]:
+    return {name: importlib.metadata.version(name) for name in LIBRARIES}
+
+
+def read_metrics(output_dir: str | Path) -> list[dict]:
+    path = Path(output_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_run_summary(output_dir: str | Path, summary: dict) -> Path:
+    path = Path(output_dir) / "run_summary.json"
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    return path
+
+
+def plot_reward_curve(output_dir: str | Path, heldout: list[dict]) -> Path:
+    """Train reward per logging step and held-out reward at each evaluation, against the optimizer step."""
+    rows = [r for r in read_metrics(output_dir) if r.get("reward") is not None]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    ax.plot([r["step"] for r in rows], [r["reward"] for r in rows], label="train reward (sampled)", alpha=0.8)
+    if heldout:
+        ax.plot(
+            [h["step"] for h in heldout],
+            [h["heldout/reward"] for h in heldout],
+            "o-",
+            label="held-out reward (greedy)",
+        )
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("mean reward")
+    ax.set_title(Path(output_dir).name)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(output_dir) / "reward_curve.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
