@@ -53,6 +53,8 @@ def make_trainer(tiny_model_dir, task_rows, tmp_path):
         settings = dict(
             output_dir=str(tmp_path / "out"),
             use_cpu=True,
+            bf16=False,
+            gradient_checkpointing=False,
             seed=0,
             max_steps=2,
             learning_rate=1e-3,

@@ -16,11 +16,12 @@ from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
+from training.record_at_sample import RecordAtSampleMixin
 
 logger = logging.getLogger(__name__)
 
 
-class StrictGRPOTrainer(GRPOTrainer):
+class StrictGRPOTrainer(RecordAtSampleMixin, GRPOTrainer):
     """GRPO with LoRA that makes silent failures loud.
 
     Args beyond `GRPOTrainer`'s:
