@@ -16,11 +16,13 @@ from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
+from training.reference import ReferenceAdapterMixin
+from training.value_head_mixin import ValueHeadMixin
 
 logger = logging.getLogger(__name__)
 
 
-class StrictGRPOTrainer(GRPOTrainer):
+class StrictGRPOTrainer(ReferenceAdapterMixin, ValueHeadMixin, GRPOTrainer):
     """GRPO with LoRA that makes silent failures loud.
 
     Args beyond `GRPOTrainer`'s:
