@@ -133,3 +133,12 @@ def test_value_head_learns_a_return_predictable_from_the_prompt(make_trainer):
     assert sum(losses[-5:]) / 5 < 0.3 * sum(losses[:5]) / 5
     assert max(variances) > 0.5
     assert sum(variances[-5:]) / 5 > 0.5
+
+
+def test_a_value_head_left_out_of_the_optimizer_stops_the_run(make_trainer):
+    from trl import GRPOTrainer
+
+    trainer = make_trainer(advantage_estimator="gae", max_steps=1)
+    trainer.create_optimizer = lambda model=None: GRPOTrainer.create_optimizer(trainer, model)  # skips our group
+    with pytest.raises(RuntimeError, match="value head did not change"):
+        trainer.train()

@@ -128,7 +128,6 @@ class ReferenceSyncCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % args.ref_model_sync_steps == 0:
             self.trainer.sync_reference_adapter()
-        self.trainer._metrics["train"]["ref_sync/count"].append(float(self.trainer.ref_sync_count))
 
 
 class ReferenceAdapterMixin:
@@ -141,7 +140,10 @@ class ReferenceAdapterMixin:
     """
 
     def __init__(self, *args, **kwargs):
-        bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs).arguments
+        known = inspect.signature(GRPOTrainer.__init__).parameters
+        bound = inspect.signature(GRPOTrainer.__init__).bind_partial(
+            self, *args, **{k: v for k, v in kwargs.items() if k in known}
+        ).arguments
         train_args, model = bound.get("args"), bound.get("model")
         uses_peft = bound.get("peft_config") is not None or isinstance(model, PeftModel)
         self._ours_syncs_ref = bool(train_args is not None and train_args.sync_ref_model and uses_peft)
@@ -192,6 +194,12 @@ class ReferenceAdapterMixin:
             if not torch.all(all_sums == all_sums[0]):
                 raise ReferenceSyncError(f"reference adapter differs between processes after sync: {all_sums.tolist()}")
         return diffs
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # A running count, so written as is rather than averaged over the logging window like `_metrics`.
+        if self._ours_syncs_ref and "loss" in logs:
+            logs["ref_sync/count"] = float(self.ref_sync_count)
+        super().log(logs, start_time)
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         # Transformers restores every adapter saved in a sub-directory (ours: "ref/") on resume.

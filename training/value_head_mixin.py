@@ -45,12 +45,27 @@ def final_norm(model) -> torch.nn.Module:
 
 
 class ValueHeadStepCallback(TrainerCallback):
-    """Clear the value head's gradients after each optimizer step (`Trainer` only zeroes the model's)."""
+    """Around each optimizer step: check that the value head moved when it had a gradient and a learning rate
+    (a head left out of the optimizer would otherwise never train, silently), then clear its gradients
+    (`Trainer` only zeroes the model's)."""
 
     def __init__(self, trainer: ValueHeadMixin):
         self.trainer = trainer
+        self.before: list[torch.Tensor] | None = None
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.before = [p.detach().clone() for p in self.trainer.value_head.parameters()]
 
     def on_optimizer_step(self, args, state, control, **kwargs):
+        head = list(self.trainer.value_head.parameters())
+        had_gradient = any(p.grad is not None and bool(torch.any(p.grad != 0)) for p in head)
+        unchanged = self.before is not None and all(torch.equal(p, b) for p, b in zip(head, self.before))
+        if had_gradient and unchanged and self.trainer.value_head_lr() > 0:
+            raise RuntimeError(
+                f"value head did not change at optimizer step {state.global_step + 1} although it had a non-zero "
+                "gradient and learning rate: is it in the optimizer?"
+            )
+        self.before = None
         self.trainer.value_head.zero_grad(set_to_none=True)
         self.trainer._value_grads_synced = False
 
@@ -210,6 +225,14 @@ class ValueHeadMixin:
             if head:
                 optimizer.add_param_group({"params": head, "weight_decay": 0.0})
         return optimizer
+
+    def value_head_lr(self) -> float:
+        """The learning rate the optimizer applies to the value head now (0.0 if the head is not in it)."""
+        head = {id(p) for p in self.value_head.parameters()}
+        for group in self.optimizer.param_groups:
+            if any(id(p) in head for p in group["params"]):
+                return group["lr"]
+        return float(self._get_learning_rate())
 
     def _value_head_params(self) -> list[torch.nn.Parameter]:
         if self._value_grads_synced:
