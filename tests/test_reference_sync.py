@@ -86,3 +86,19 @@ def test_hard_sync_that_leaves_differences_raises(make_trainer, monkeypatch):
 def test_sync_ref_model_needs_beta(make_trainer):
     with pytest.raises(ValueError, match="beta=0.0"):
         make_trainer(beta=0.0, sync_ref_model=True)
+
+
+def test_full_fine_tuning_keeps_trls_reference_model_and_callback(make_trainer):
+    from trl.trainer.callbacks import SyncRefModelCallback
+
+    from training.reference import ReferenceSyncCallback
+
+    trainer = make_trainer(peft=False, max_steps=1, **SYNC)
+    callbacks = [type(cb) for cb in trainer.callback_handler.callbacks]
+    assert SyncRefModelCallback in callbacks and ReferenceSyncCallback not in callbacks
+    assert trainer.ref_model is not None and trainer.args.sync_ref_model is True
+
+    lora = make_trainer(max_steps=1, **SYNC)
+    callbacks = [type(cb) for cb in lora.callback_handler.callbacks]
+    assert ReferenceSyncCallback in callbacks and SyncRefModelCallback not in callbacks
+    assert lora.ref_model is None and lora.args.sync_ref_model is True

@@ -142,3 +142,10 @@ def test_a_value_head_left_out_of_the_optimizer_stops_the_run(make_trainer):
     trainer.create_optimizer = lambda model=None: GRPOTrainer.create_optimizer(trainer, model)  # skips our group
     with pytest.raises(RuntimeError, match="value head did not change"):
         trainer.train()
+
+
+def test_hybrid_refuses_micro_batches_that_split_groups(make_trainer):
+    # Two micro-batches per generation batch: TRL shuffles the 16 completions, so groups of 4 are split.
+    trainer = make_trainer(advantage_estimator="hybrid", max_steps=1, steps_per_generation=2, gradient_accumulation_steps=2)
+    with pytest.raises(ValueError, match="needs every group of 4 completions whole"):
+        trainer.train()
