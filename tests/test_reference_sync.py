@@ -102,3 +102,30 @@ def test_full_fine_tuning_keeps_trls_reference_model_and_callback(make_trainer):
     callbacks = [type(cb) for cb in lora.callback_handler.callbacks]
     assert ReferenceSyncCallback in callbacks and SyncRefModelCallback not in callbacks
     assert lora.ref_model is None and lora.args.sync_ref_model is True
+
+
+def test_reference_covers_modules_to_save_and_trainable_tokens(tiny_model_dir):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from training.reference import adapter_param_pairs, add_reference_adapter
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    config = LoraConfig(
+        r=4, target_modules=["q_proj"], modules_to_save=["mlp.down_proj"], trainable_token_indices=[5, 7],
+        task_type="CAUSAL_LM",
+    )
+    model = get_peft_model(model, config)
+    add_reference_adapter(model, "default")
+    pairs = adapter_param_pairs(model, "default")
+    names = [name for name, _, _ in pairs]
+    assert sum("lora_" in n for n in names) == 4  # 2 layers x (A, B)
+    assert sum("modules_to_save" in n for n in names) == 2  # 2 layers' down_proj copies
+    assert any("trainable_tokens" in n for n in names)
+    assert count_differing(pairs) == 0 and all(not ref.requires_grad for _, _, ref in pairs)
+    with torch.no_grad():
+        for _, policy, _ in pairs:
+            policy.add_(0.5)
+    assert count_differing(pairs) == len(pairs)
+    sync_reference(pairs, 1.0)
+    assert count_differing(pairs) == 0

@@ -108,7 +108,9 @@ def test_value_head_learns_a_return_predictable_from_the_prompt(make_trainer):
     rng = random.Random(0)
     rows = [
         {
-            "prompt": [{"role": "user", "content": f"Type {'AB'[i % 2]}. Larger: {rng.randint(10, 99)} or {rng.randint(10, 99)}?"}],
+            "prompt": [
+                {"role": "user", "content": f"Type {'AB'[i % 2]}. Larger: {rng.randint(10, 99)} or {rng.randint(10, 99)}?"}
+            ],
             "label": 1.0 if i % 2 == 0 else 0.0,
         }
         for i in range(256)
@@ -146,6 +148,8 @@ def test_a_value_head_left_out_of_the_optimizer_stops_the_run(make_trainer):
 
 def test_hybrid_refuses_micro_batches_that_split_groups(make_trainer):
     # Two micro-batches per generation batch: TRL shuffles the 16 completions, so groups of 4 are split.
-    trainer = make_trainer(advantage_estimator="hybrid", max_steps=1, steps_per_generation=2, gradient_accumulation_steps=2)
+    trainer = make_trainer(
+        advantage_estimator="hybrid", max_steps=1, steps_per_generation=2, gradient_accumulation_steps=2
+    )
     with pytest.raises(ValueError, match="needs every group of 4 completions whole"):
         trainer.train()

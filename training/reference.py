@@ -30,18 +30,23 @@ class ReferenceSyncError(RuntimeError):
     """The reference adapter is missing, not frozen, not in sync, or differs between processes."""
 
 
-def adapter_param_pairs(model: PeftModel, policy: str, ref: str = REF_ADAPTER) -> list[tuple[str, torch.nn.Parameter, torch.nn.Parameter]]:
+def adapter_param_pairs(
+    model: PeftModel, policy: str, ref: str = REF_ADAPTER
+) -> list[tuple[str, torch.nn.Parameter, torch.nn.Parameter]]:
     """(name, policy tensor, reference tensor) for every trainable tensor of the `policy` adapter.
 
-    Covers LoRA A/B, `modules_to_save` copies and trainable token deltas: any parameter whose name carries
-    `.{policy}.` and requires grad. Raises naming the tensor when its reference counterpart is missing.
+    Covers LoRA A/B, `modules_to_save` copies and trainable token deltas: any parameter that requires grad and
+    has the adapter name as one segment of its name. Raises naming the tensor when its reference counterpart is missing.
     """
     params = dict(model.named_parameters())
     pairs = []
     for name, param in params.items():
-        if f".{policy}." not in name or not param.requires_grad:
+        parts = name.split(".")
+        if policy not in parts or not param.requires_grad:
             continue
-        ref_name = name.replace(f".{policy}.", f".{ref}.")
+        # The adapter name is a whole segment, in the middle (`lora_A.default.weight`) or last
+        # (`trainable_tokens_delta.default`, a ParameterDict entry).
+        ref_name = ".".join(ref if part == policy else part for part in parts)
         if ref_name not in params:
             raise ReferenceSyncError(f"policy tensor {name!r} has no reference counterpart {ref_name!r}")
         pairs.append((name, param, params[ref_name]))
@@ -111,7 +116,7 @@ def add_reference_adapter(model: PeftModel, policy: str) -> None:
 def freeze_reference_adapter(model: PeftModel) -> None:
     """requires_grad False on every reference tensor, so no optimizer can hold it."""
     for name, param in model.named_parameters():
-        if f".{REF_ADAPTER}." in name:
+        if REF_ADAPTER in name.split("."):
             param.requires_grad_(False)
 
 

@@ -272,5 +272,7 @@ class ValueHeadMixin:
             return
         path = os.path.join(resume_from_checkpoint, VALUE_HEAD_FILE)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"checkpoint {resume_from_checkpoint!r} has no {VALUE_HEAD_FILE} for the value head")
+            raise FileNotFoundError(
+                f"checkpoint {resume_from_checkpoint!r} has no {VALUE_HEAD_FILE} for the value head"
+            )
         self.value_head.load_state_dict(load_file(path, device=str(self.accelerator.device)))
