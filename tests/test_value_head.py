@@ -153,3 +153,21 @@ def test_hybrid_refuses_micro_batches_that_split_groups(make_trainer):
     )
     with pytest.raises(ValueError, match="needs every group of 4 completions whole"):
         trainer.train()
+
+
+def test_kl_penalty_in_the_gae_rewards_reads_the_reference_log_probs(make_trainer):
+    trainer = make_trainer(
+        advantage_estimator="gae", beta=0.04, value_kl_coef=0.5, max_steps=2, learning_rate=5e-3, gamma=0.9, lam=0.8
+    )
+    seen = []
+    original = trainer._compute_loss
+    trainer._compute_loss = lambda model, inputs: (seen.append(inputs), original(model, inputs))[1]
+    trainer.train()
+    batch = seen[1]  # step 2: the policy has moved away from the reference, so the penalty is non-zero
+    assert "ref_per_token_logps" in batch
+    from training.value import gae, sequence_reward_to_tokens
+
+    mask = batch["completion_mask"].float()
+    rewards = sequence_reward_to_tokens(batch["sequence_rewards"], mask)
+    _, without_kl = gae(rewards, batch["old_values"], mask, 0.9, 0.8)
+    assert not torch.allclose(batch["value_returns"], without_kl)
