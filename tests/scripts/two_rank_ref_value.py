@@ -1,4 +1,4 @@
-"""Run by tests/test_multiprocess_ref_value.py under `accelerate launch --num_processes 2 --cpu`.
+"""Run by tests/test_multiprocess_ref_value.py under `torchrun --nproc_per_node 2` (gloo, CPU).
 
 Trains 3 steps with the reference adapter synced every step (EMA) and the value head on, then writes each rank's
 reference-adapter and value-head fingerprints to OUT/rank{N}.json for the test to compare.
