@@ -171,3 +171,16 @@ def test_kl_penalty_in_the_gae_rewards_reads_the_reference_log_probs(make_traine
     rewards = sequence_reward_to_tokens(batch["sequence_rewards"], mask)
     _, without_kl = gae(rewards, batch["old_values"], mask, 0.9, 0.8)
     assert not torch.allclose(batch["value_returns"], without_kl)
+
+
+def test_value_head_adds_no_forward_pass(make_trainer):
+    from training.value_head_mixin import final_norm
+
+    counts = {}
+    for estimator in ("grpo", "gae"):
+        trainer = make_trainer(advantage_estimator=estimator, max_steps=1, beta=0.04)
+        calls = []
+        final_norm(trainer.model).register_forward_hook(lambda *args: calls.append(1))
+        trainer.train()
+        counts[estimator] = len(calls)
+    assert counts["gae"] == counts["grpo"] > 0
