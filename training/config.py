@@ -45,6 +45,34 @@ class StrictGRPOConfig(GRPOConfig):
         default=200,
         metadata={"help": "Number of held-out prompts scored by each held-out evaluation."},
     )
+    # ---- value head and GAE (training/value.py, training/value_head_mixin.py; docs/value_head.md) ----
+    advantage_estimator: str = field(
+        default="grpo",
+        metadata={
+            "help": "Advantages for the policy loss: 'grpo' (TRL's group-relative, no value head), 'gae' (GAE with "
+            "a learned value baseline, whitened per batch), 'hybrid' (Monte Carlo return-to-go minus the value "
+            "baseline, normalised within each prompt's group). 'gae' and 'hybrid' train a value head.",
+            "choices": ["grpo", "gae", "hybrid"],
+        },
+    )
+    vf_coef: float = field(
+        default=0.1, metadata={"help": "Weight of the clipped value loss added to the policy loss (value head on)."}
+    )
+    gamma: float = field(
+        default=1.0, metadata={"help": "Discount factor of GAE over completion tokens (value head on)."}
+    )
+    lam: float = field(default=0.95, metadata={"help": "GAE lambda: bias/variance trade-off (value head on)."})
+    cliprange_value: float = field(
+        default=0.2,
+        metadata={"help": "Clip range of the value loss: new values may move at most this far from the old ones."},
+    )
+    value_kl_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "Per-token KL penalty (log pi - log pi_ref) subtracted from the GAE rewards; needs beta != 0 "
+            "(TRL computes the reference log-probs only then). 0 disables."
+        },
+    )
 
 
 @dataclass

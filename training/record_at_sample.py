@@ -148,12 +148,10 @@ class RecordAtSampleMixin:
                 # Tokens the sampler could not score stay out of the loss (tool_mask is the loss-only mask);
                 # they are counted, never read as 0.
                 self._metrics[mode]["sampling/logp_nan_tokens"].append(nan.sum().item())
+                # In place: the buffered batch is reused by later iterations and features keep state in it.
                 keep = (~nan).int()
-                inputs = {
-                    **inputs,
-                    "tool_mask": inputs["tool_mask"] * keep if "tool_mask" in inputs else keep,
-                    "old_per_token_logps": inputs["old_per_token_logps"].nan_to_num(nan=0.0),
-                }
+                inputs["tool_mask"] = inputs["tool_mask"] * keep if "tool_mask" in inputs else keep
+                inputs["old_per_token_logps"] = inputs["old_per_token_logps"].nan_to_num(nan=0.0)
         self._loss_inputs = inputs
         try:
             return super()._compute_loss(model, inputs)

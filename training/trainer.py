@@ -17,11 +17,13 @@ from training.diagnostics import rss_mb, timed
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
 from training.record_at_sample import RecordAtSampleMixin
+from training.reference import ReferenceAdapterMixin
+from training.value_head_mixin import ValueHeadMixin
 
 logger = logging.getLogger(__name__)
 
 
-class StrictGRPOTrainer(RecordAtSampleMixin, GRPOTrainer):
+class StrictGRPOTrainer(RecordAtSampleMixin, ReferenceAdapterMixin, ValueHeadMixin, GRPOTrainer):
     """GRPO with LoRA that makes silent failures loud.
 
     Args beyond `GRPOTrainer`'s:

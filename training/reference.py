@@ -1,0 +1,219 @@
+"""A reference policy that stays in sync under LoRA: a frozen second adapter named "ref" on the same base weights.
+
+TRL 1.16 computes the KL term's reference log-probs with the adapter named "ref" whenever the PEFT model has one
+(`use_adapter(model, adapter_name="ref")` in `_generate_and_score_completions`), but refuses `sync_ref_model=True`
+with a PEFT model. `ReferenceAdapterMixin` creates that adapter (a frozen copy of the policy adapter), lifts TRL's
+refusal for the PEFT case only, and every `ref_model_sync_steps` optimizer steps sets
+ref <- alpha * policy + (1 - alpha) * ref over every trainable adapter tensor, then verifies the sync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import logging
+import os
+from collections.abc import Iterator
+
+import torch
+from peft import PeftModel
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
+logger = logging.getLogger(__name__)
+
+REF_ADAPTER = "ref"
+
+
+class ReferenceSyncError(RuntimeError):
+    """The reference adapter is missing, not frozen, not in sync, or differs between processes."""
+
+
+def adapter_param_pairs(
+    model: PeftModel, policy: str, ref: str = REF_ADAPTER
+) -> list[tuple[str, torch.nn.Parameter, torch.nn.Parameter]]:
+    """(name, policy tensor, reference tensor) for every trainable tensor of the `policy` adapter.
+
+    Covers LoRA A/B, `modules_to_save` copies and trainable token deltas: any parameter that requires grad and
+    has the adapter name as one segment of its name. Raises naming the tensor when its reference counterpart is missing.
+    """
+    params = dict(model.named_parameters())
+    pairs = []
+    for name, param in params.items():
+        parts = name.split(".")
+        if policy not in parts or not param.requires_grad:
+            continue
+        # The adapter name is a whole segment, in the middle (`lora_A.default.weight`) or last
+        # (`trainable_tokens_delta.default`, a ParameterDict entry).
+        ref_name = ".".join(ref if part == policy else part for part in parts)
+        if ref_name not in params:
+            raise ReferenceSyncError(f"policy tensor {name!r} has no reference counterpart {ref_name!r}")
+        pairs.append((name, param, params[ref_name]))
+    if not pairs:
+        raise ReferenceSyncError(f"adapter {policy!r} has no trainable tensors to mirror into {ref!r}")
+    return pairs
+
+
+def is_partitioned(param: torch.Tensor) -> bool:
+    """True for a DeepSpeed ZeRO-3 parameter (partitioned across ranks; its local `.data` is a placeholder)."""
+    return hasattr(param, "ds_id")
+
+
+@contextlib.contextmanager
+def gathered(params: list[torch.Tensor], modifier_rank: int | None = 0) -> Iterator[bool]:
+    """Gather ZeRO-3 partitioned parameters for the block; yields whether this rank may modify them.
+
+    Without ZeRO-3 this is a no-op that yields True. With ZeRO-3, `deepspeed.zero.GatheredParameters` gathers the
+    full tensors; only `modifier_rank` may write, and DeepSpeed re-partitions its values to every rank on exit.
+    """
+    if not any(is_partitioned(p) for p in params):
+        yield True
+        return
+    import deepspeed  # only reachable under ZeRO-3, where deepspeed is installed
+
+    with deepspeed.zero.GatheredParameters(params, modifier_rank=modifier_rank):
+        yield modifier_rank is None or deepspeed.comm.get_rank() == modifier_rank
+
+
+@torch.no_grad()
+def sync_reference(pairs, alpha: float) -> None:
+    """ref <- ref + alpha * (policy - ref) for each pair (alpha = 1: a hard copy)."""
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"ref_model_mixup_alpha={alpha} is out of range: expected a value in (0, 1]")
+    for _, policy, ref in pairs:
+        if alpha == 1.0:
+            ref.copy_(policy)
+        else:
+            ref.lerp_(policy.to(ref.dtype), alpha)
+
+
+@torch.no_grad()
+def count_differing(pairs) -> int:
+    """Number of (policy, reference) tensor pairs that are not bit-for-bit equal."""
+    return sum(not torch.equal(policy, ref) for _, policy, ref in pairs)
+
+
+@torch.no_grad()
+def reference_checksum(pairs) -> torch.Tensor:
+    """A float64 fingerprint of the reference tensors, to compare across processes."""
+    return torch.stack([ref.detach().double().sum() for _, _, ref in pairs]).sum()
+
+
+def add_reference_adapter(model: PeftModel, policy: str) -> None:
+    """Add a frozen adapter "ref", a copy of the `policy` adapter, to `model` (no-op if TRL already made one)."""
+    if REF_ADAPTER not in model.peft_config:
+        config = copy.deepcopy(model.peft_config[policy])
+        config.inference_mode = True
+        model.add_adapter(REF_ADAPTER, config)
+    freeze_reference_adapter(model)
+    pairs = adapter_param_pairs(model, policy)
+    with gathered([t for _, p, r in pairs for t in (p, r)]) as may_write:
+        if may_write:
+            sync_reference(pairs, 1.0)
+
+
+def freeze_reference_adapter(model: PeftModel) -> None:
+    """requires_grad False on every reference tensor, so no optimizer can hold it."""
+    for name, param in model.named_parameters():
+        if REF_ADAPTER in name.split("."):
+            param.requires_grad_(False)
+
+
+class ReferenceSyncCallback(TrainerCallback):
+    """After every `ref_model_sync_steps`-th optimizer step, sync the reference adapter and verify it."""
+
+    def __init__(self, trainer: ReferenceAdapterMixin):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # On resume the syncs before the checkpoint happened at every multiple of the interval.
+        self.trainer.ref_sync_count = state.global_step // args.ref_model_sync_steps
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % args.ref_model_sync_steps == 0:
+            self.trainer.sync_reference_adapter()
+
+
+class ReferenceAdapterMixin:
+    """With LoRA and `beta != 0`, the reference is a frozen adapter "ref" (TRL's KL term reads it); with
+    `sync_ref_model=True` it is synced every `ref_model_sync_steps` optimizer steps with `ref_model_mixup_alpha`.
+
+    TRL's own fields are used unchanged; only TRL's `NotImplementedError` for PEFT models is bypassed (and its
+    `SyncRefModelCallback`, which needs a separate `ref_model`, is replaced by `ReferenceSyncCallback`). Full
+    fine-tuning (no PEFT) keeps TRL's behaviour.
+    """
+
+    def __init__(self, *args, **kwargs):
+        known = inspect.signature(GRPOTrainer.__init__).parameters
+        bound = inspect.signature(GRPOTrainer.__init__).bind_partial(
+            self, *args, **{k: v for k, v in kwargs.items() if k in known}
+        ).arguments
+        train_args, model = bound.get("args"), bound.get("model")
+        uses_peft = bound.get("peft_config") is not None or isinstance(model, PeftModel)
+        self._ours_syncs_ref = bool(train_args is not None and train_args.sync_ref_model and uses_peft)
+        if self._ours_syncs_ref:
+            if train_args.beta == 0.0:
+                raise ValueError(
+                    "sync_ref_model=True with beta=0.0: the reference adapter is only read by the KL term, so there is "
+                    "nothing to sync. Set beta > 0 or sync_ref_model=False."
+                )
+            train_args.sync_ref_model = False  # TRL would raise NotImplementedError for PEFT here
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            if self._ours_syncs_ref:
+                train_args.sync_ref_model = True
+        self.ref_sync_count = 0
+        model = self.accelerator.unwrap_model(self.model)
+        if not isinstance(model, PeftModel) or self.beta == 0.0:
+            return
+        self.policy_adapter = model.active_adapter
+        add_reference_adapter(model, self.policy_adapter)
+        if self._ours_syncs_ref:
+            self.add_callback(ReferenceSyncCallback(self))
+
+    def reference_pairs(self):
+        """(name, policy, reference) for every trainable tensor of the policy adapter."""
+        return adapter_param_pairs(self.accelerator.unwrap_model(self.model), self.policy_adapter)
+
+    def sync_reference_adapter(self) -> int:
+        """Sync ref toward the policy now, verify it, log `ref_sync/param_diffs`; returns the differing count."""
+        pairs = self.reference_pairs()
+        alpha = self.args.ref_model_mixup_alpha
+        tensors = [t for _, p, r in pairs for t in (p, r)]
+        with gathered(tensors) as may_write:
+            if may_write:
+                sync_reference(pairs, alpha)
+        with gathered(tensors, modifier_rank=None):
+            diffs = count_differing(pairs)
+            checksum = reference_checksum(pairs)
+        self.ref_sync_count += 1
+        self._metrics["train"]["ref_sync/param_diffs"].append(float(diffs))
+        if alpha == 1.0 and diffs:
+            raise ReferenceSyncError(
+                f"hard reference sync left {diffs} of {len(pairs)} adapter tensors different from the policy"
+            )
+        if self.accelerator.num_processes > 1:
+            all_sums = self.accelerator.gather(checksum.to(self.accelerator.device).reshape(1))
+            if not torch.all(all_sums == all_sums[0]):
+                raise ReferenceSyncError(f"reference adapter differs between processes after sync: {all_sums.tolist()}")
+        return diffs
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # A running count, so written as is rather than averaged over the logging window like `_metrics`.
+        if self._ours_syncs_ref and "loss" in logs:
+            logs["ref_sync/count"] = float(self.ref_sync_count)
+        super().log(logs, start_time)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        # Transformers restores every adapter saved in a sub-directory (ours: "ref/") on resume.
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        peft_model = self.accelerator.unwrap_model(self.model)
+        if isinstance(peft_model, PeftModel) and REF_ADAPTER in peft_model.peft_config:
+            if not os.path.isdir(os.path.join(resume_from_checkpoint, REF_ADAPTER)):
+                raise FileNotFoundError(
+                    f"checkpoint {resume_from_checkpoint!r} has no reference adapter directory {REF_ADAPTER!r}/"
+                )
+            freeze_reference_adapter(peft_model)
+            peft_model.set_adapter(self.policy_adapter)
