@@ -108,17 +108,20 @@ def main(argv: list[str] | None = None) -> dict:
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
     template_kwargs = dict(training_args.chat_template_kwargs or {})
 
-    model_path = resolve_model_path(model_args.model_name_or_path, seed=script_args.model_seed)
-    if script_args.warm_start_steps > 0:
-        logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
-        model_path = supervised_warm_start(
-            model_path,
-            train_dataset.to_list(),
-            steps=script_args.warm_start_steps,
-            lr=script_args.warm_start_lr,
-            seed=script_args.model_seed,
-            template_kwargs=template_kwargs,
-        )
+    # Under `accelerate launch` every rank runs this; the local main process builds the cached model and warm start
+    # first and the other ranks then load them, instead of racing to write the same files.
+    with training_args.main_process_first(desc="building the cached model and warm start"):
+        model_path = resolve_model_path(model_args.model_name_or_path, seed=script_args.model_seed)
+        if script_args.warm_start_steps > 0:
+            logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
+            model_path = supervised_warm_start(
+                model_path,
+                train_dataset.to_list(),
+                steps=script_args.warm_start_steps,
+                lr=script_args.warm_start_lr,
+                seed=script_args.model_seed,
+                template_kwargs=template_kwargs,
+            )
     training_args.model_init_kwargs = {
         **(training_args.model_init_kwargs or {}),
         **({"dtype": model_args.dtype} if model_args.dtype else {}),
