@@ -1,0 +1,87 @@
+"""`training.train` under `accelerate launch`, with probes that let tests/test_two_process_cpu.py check each rank.
+
+Run as a script (not imported by pytest): `accelerate launch ... tests/support/two_process_driver.py --config ...`.
+Every rank writes `rank{R}.jsonl` into `$TWO_PROC_PROBE_DIR`: one `batch` record per generation batch (the local
+prompts, the local advantages), one `scored` record per reward-function call (what this rank scored and the
+rewards it gave), and a final `params` record (a hash of every LoRA tensor, of every adapter, after training).
+The recipe names the reward as `__main__.recording_reward`, which `training.train` imports from this script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zlib
+from pathlib import Path
+
+import training.train as train_entry
+from training.rewards import completion_text
+from training.trainer import StrictGRPOTrainer
+
+PROBE_DIR = Path(os.environ["TWO_PROC_PROBE_DIR"])
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _record(kind: str, **fields) -> None:
+    with open(PROBE_DIR / f"rank{_rank()}.jsonl", "a") as f:
+        f.write(json.dumps({"kind": kind, "rank": _rank(), **fields}) + "\n")
+
+
+def _prompt_text(prompt) -> str:
+    return prompt if isinstance(prompt, str) else prompt[-1]["content"]
+
+
+def recording_reward(prompts, completions, trainer_state=None, **kwargs) -> list[float]:
+    """A deterministic reward with spread (a checksum of the text mod 5); logs what this rank scored."""
+    rewards = [float(zlib.crc32(completion_text(c).encode()) % 5) for c in completions]
+    if trainer_state is not None:  # a GRPO step, not the held-out evaluation
+        _record(
+            "scored",
+            step=trainer_state.global_step,
+            prompts=[_prompt_text(p) for p in prompts],
+            completions=[completion_text(c) for c in completions],
+            rewards=rewards,
+        )
+    return rewards
+
+
+class ProbedTrainer(StrictGRPOTrainer):
+    """Records each rank's share of every generation batch, and the adapter weights after training."""
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        _record(
+            "batch",
+            step=self.state.global_step,
+            world_size=self.accelerator.num_processes,
+            prompts=[_prompt_text(x["prompt"]) for x in inputs],
+            advantages=output["advantages"].tolist(),
+        )
+        return output
+
+    def train(self, *args, **kwargs):
+        result = super().train(*args, **kwargs)
+        model = self.accelerator.unwrap_model(self.model)
+        # Every adapter's LoRA tensors, so the reference adapter (issue 5) is covered too once it exists.
+        hashes = {
+            name: hashlib.sha256(param.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+            for name, param in model.named_parameters(remove_duplicate=False)
+            if "lora_" in name
+        }
+        for name, buffer in model.state_dict().items():
+            if "lora_" in name and name not in hashes:  # non-trainable adapters (a frozen reference copy)
+                hashes[name] = hashlib.sha256(buffer.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+        _record("params", hashes=hashes, adapters=sorted(getattr(model, "peft_config", {}) or {}))
+        # ISSUE-5 HOOK: once the reference adapter and its sync land, also record here
+        # `self._metrics["train"]["ref_sync/param_diffs"]` and the reference adapter's name, and assert in the test
+        # that the reference tensors are identical on both ranks right after a sync.
+        return result
+
+
+if __name__ == "__main__":
+    train_entry.StrictGRPOTrainer = ProbedTrainer
+    train_entry.cli()
