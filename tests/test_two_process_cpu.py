@@ -9,69 +9,28 @@ written once, by the main process.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-import torch
 
-REPO = Path(__file__).resolve().parents[1]
-ACCELERATE = Path(sys.executable).with_name("accelerate")
-NUM_GENERATIONS = 4
-PER_DEVICE_BATCH = 6  # 2 ranks x 6 = 12 completions = 3 groups; the middle group spans both ranks
-MAX_STEPS = 2
+from tests.support.two_rank import (
+    MAX_STEPS,
+    NUM_GENERATIONS,
+    PER_DEVICE_BATCH,
+    group_advantages,
+    launch_two_ranks,
+    of_kind,
+)
 
-
-def group_advantages(rewards: list[float]) -> list[float]:
-    """TRL's default group-relative advantage: (r - group mean) / (group std + 1e-4), unbiased std."""
-    r = torch.tensor(rewards, dtype=torch.float64).view(-1, NUM_GENERATIONS)
-    adv = (r - r.mean(dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + 1e-4)
-    return adv.flatten().tolist()
+CPU_CONFIG = "accelerate_configs/cpu.yaml"
 
 
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory, tiny_model_dir):
-    root = tmp_path_factory.mktemp("two_rank")
-    probe_dir, out_dir = root / "probe", root / "out"
-    probe_dir.mkdir()
-    env = {
-        **os.environ,
-        "TWO_PROC_PROBE_DIR": str(probe_dir),
-        "PYTHONPATH": str(REPO),
-        "OMP_NUM_THREADS": "1",
-    }
-    cmd = [
-        str(ACCELERATE), "launch",
-        "--config_file", "accelerate_configs/cpu.yaml",
-        "--num_processes", "2",
-        "--num_cpu_threads_per_process", "1",
-        "--main_process_port", "0",
-        "tests/support/two_process_driver.py",
-        "--config", "recipes/tiny_cpu.yaml",
-        "--output_dir", str(out_dir),
-        "--reward_funcs", "__main__.recording_reward",
-        "--warm_start_steps", "0",
-        "--max_steps", str(MAX_STEPS),
-        "--save_steps", "1",
-        "--per_device_train_batch_size", str(PER_DEVICE_BATCH),
-        "--num_generations", str(NUM_GENERATIONS),
-        "--heldout_max_samples", "4",
-        "--heldout_eval_steps", "0",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    records = {
-        rank: [json.loads(line) for line in (probe_dir / f"rank{rank}.jsonl").read_text().splitlines()]
-        for rank in (0, 1)
-    }
-    return {"records": records, "out": out_dir, "log": proc.stdout + proc.stderr}
+    return launch_two_ranks(tmp_path_factory.mktemp("two_rank"), CPU_CONFIG)
 
 
-def _of(records: list[dict], kind: str) -> list[dict]:
-    return [r for r in records if r["kind"] == kind]
+_of = of_kind
 
 
 def test_both_ranks_run_and_see_world_size_two(two_rank_run):
@@ -125,6 +84,7 @@ def test_adapter_weights_identical_on_both_ranks(two_rank_run):
     assert params[0]["hashes"], "no LoRA tensors found"
     assert params[0]["hashes"] == params[1]["hashes"]
     assert params[0]["adapters"] == params[1]["adapters"]
+    assert params[0]["engine"] == "DistributedDataParallel" and params[0]["deepspeed_zero_stage"] is None
     # ISSUE-5 HOOK: with the reference adapter merged, assert here that it is among `adapters` and that its tensors
     # (included in `hashes`) match across ranks right after a sync; see tests/support/two_process_driver.py.
 

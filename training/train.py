@@ -18,6 +18,7 @@ from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 from training.config import StrictGRPOConfig, StrictScriptArguments
 from training.data import load_prompt_dataset, load_rows
 from training.flags import read_flags
+from training.hub import HubPushError, RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
 from training.report import library_versions, plot_reward_curve, write_run_summary
 from training.trainer import StrictGRPOTrainer
@@ -98,8 +99,10 @@ def resolve_resume(args: StrictGRPOConfig) -> str | bool | None:
 def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = time.time()
+    argv = list(sys.argv[1:] if argv is None else argv)
     script_args, training_args, model_args = parse_args(argv)
     flags = read_flags()
+    push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
     resume = resolve_resume(training_args)
 
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
         "heldout_reward_before": heldout_before,
         "heldout_reward_after": heldout_after,
         "heldout_history": trainer.heldout_history,
+        "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
     if trainer.accelerator.is_main_process:
         write_run_summary(training_args.output_dir, summary)
@@ -177,6 +181,16 @@ def main(argv: list[str] | None = None) -> dict:
             heldout_before,
             heldout_after,
         )
+        if push is not None:
+            run = RunInfo(
+                base_model=model_args.model_name_or_path,
+                resolved_model_path=model_path,
+                recipe_path=argv[argv.index("--config") + 1] if "--config" in argv else None,
+                argv=argv,
+                strict_flags=flags.as_env(),
+                summary=summary,
+            )
+            dump_push_result(training_args.output_dir, publish(push, run, training_args.output_dir, model_args.dtype))
     return summary
 
 
@@ -185,7 +199,7 @@ def cli() -> None:
         main()
     except (ValueError, FileNotFoundError) as err:
         # Bad input: one clear line naming the key, column, row, flag or path; nothing has been trained yet.
-        if isinstance(err, (RecipeError, FileNotFoundError)) or type(err).__name__ in ("DatasetError", "FlagError"):
+        if isinstance(err, (RecipeError, HubPushError, FileNotFoundError)) or type(err).__name__ in ("DatasetError", "FlagError"):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         raise

@@ -75,7 +75,13 @@ class ProbedTrainer(StrictGRPOTrainer):
         for name, buffer in model.state_dict().items():
             if "lora_" in name and name not in hashes:  # non-trainable adapters (a frozen reference copy)
                 hashes[name] = hashlib.sha256(buffer.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
-        _record("params", hashes=hashes, adapters=sorted(getattr(model, "peft_config", {}) or {}))
+        _record(
+            "params",
+            hashes=hashes,
+            adapters=sorted(getattr(model, "peft_config", {}) or {}),
+            deepspeed_zero_stage=self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled else None,
+            engine=type(self.model_wrapped).__name__,
+        )
         # ISSUE-5 HOOK: once the reference adapter and its sync land, also record here
         # `self._metrics["train"]["ref_sync/param_diffs"]` and the reference adapter's name, and assert in the test
         # that the reference tensors are identical on both ranks right after a sync.
