@@ -1,5 +1,5 @@
-"""DeepSpeed ZeRO-2 for real on two CPU ranks (`DS_ACCELERATOR=cpu`, gloo) through `accelerate launch` and our
-ZeRO-2 config: the DeepSpeed engine trains the LoRA, advantages use rewards gathered over both ranks, and both ranks
+"""DeepSpeed ZeRO-2 and ZeRO-3 for real on two CPU ranks (`DS_ACCELERATOR=cpu`, gloo) through `accelerate launch` and our
+ZeRO configs: the DeepSpeed engine trains the LoRA, advantages use rewards gathered over both ranks, and both ranks
 end with the same adapter.
 
 Slow: the first run on a machine JIT-compiles DeepSpeed's shared-memory comm op (minutes; cached afterwards in
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from safetensors import safe_open
 
 from tests.support.two_rank import MAX_STEPS, gathered_advantages_match, launch_two_ranks, of_kind
 
@@ -18,17 +19,22 @@ pytest.importorskip("deepspeed", reason="DeepSpeed is in the `gpu` extra")
 
 
 @pytest.mark.slow
-def test_zero2_two_cpu_ranks_train_the_adapter(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_two_cpu_ranks_train_the_adapter(tmp_path, tiny_model_dir, stage):
     run = launch_two_ranks(
         tmp_path,
-        "accelerate_configs/deepspeed_zero2.yaml",
+        f"accelerate_configs/deepspeed_zero{stage}.yaml",
         "--mixed_precision", "no",  # the GPU config asks for bf16
         env={"DS_ACCELERATOR": "cpu"},
     )  # fmt: skip
     params = {rank: of_kind(run["records"][rank], "params")[-1] for rank in (0, 1)}
     for rank in (0, 1):
         assert params[rank]["engine"] == "DeepSpeedEngine"
-        assert params[rank]["deepspeed_zero_stage"] == 2
+        assert params[rank]["deepspeed_zero_stage"] == stage
+    with safe_open(run["out"] / "adapter_model.safetensors", "pt") as saved:
+        saved_numel = sum(saved.get_tensor(name).numel() for name in saved.keys())
+    # Full tensors on both ranks (gathered under ZeRO-3), the same on both, as many values as the saved adapter.
+    assert params[0]["numel"] == params[1]["numel"] == saved_numel > 0
     assert params[0]["hashes"] and params[0]["hashes"] == params[1]["hashes"]
     assert gathered_advantages_match(run)
     steps = [json.loads(line) for line in (run["out"] / "metrics.jsonl").read_text().splitlines()]

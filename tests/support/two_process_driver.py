@@ -17,6 +17,7 @@ from pathlib import Path
 
 import training.train as train_entry
 from training.rewards import completion_text
+from training.distributed import full_weights_for_generation
 from training.trainer import StrictGRPOTrainer
 
 PROBE_DIR = Path(os.environ["TWO_PROC_PROBE_DIR"])
@@ -66,20 +67,21 @@ class ProbedTrainer(StrictGRPOTrainer):
     def train(self, *args, **kwargs):
         result = super().train(*args, **kwargs)
         model = self.accelerator.unwrap_model(self.model)
-        # Every adapter's LoRA tensors, so the reference adapter (issue 5) is covered too once it exists.
-        hashes = {
-            name: hashlib.sha256(param.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
-            for name, param in model.named_parameters(remove_duplicate=False)
-            if "lora_" in name
-        }
-        for name, buffer in model.state_dict().items():
-            if "lora_" in name and name not in hashes:  # non-trainable adapters (a frozen reference copy)
-                hashes[name] = hashlib.sha256(buffer.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+        # Under ZeRO-3 each rank holds only shards: gather the full tensors before hashing them.
+        with full_weights_for_generation(model, self.accelerator):
+            lora = {n: p.detach().cpu().clone() for n, p in model.named_parameters() if "lora_" in n}
+            # Non-trainable adapters (a frozen reference copy, issue 5) show up in the state dict only.
+            state = model.state_dict()
+            lora.update({n: t.detach().cpu().clone() for n, t in state.items() if "lora_" in n and n not in lora})
+        hashes = {n: hashlib.sha256(t.contiguous().float().numpy().tobytes()).hexdigest() for n, t in lora.items()}
         _record(
             "params",
             hashes=hashes,
+            numel=sum(t.numel() for t in lora.values()),
             adapters=sorted(getattr(model, "peft_config", {}) or {}),
-            deepspeed_zero_stage=self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled else None,
+            deepspeed_zero_stage=(
+                self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled else None
+            ),
             engine=type(self.model_wrapped).__name__,
         )
         # ISSUE-5 HOOK: once the reference adapter and its sync land, also record here
