@@ -66,9 +66,21 @@ default_processes_to_gpus() {
     fi
 }
 
+# The command as it would be typed, with the value of every `--*_token` option hidden (logs are no place for it).
 print_command() {
+    local arg hide=0
     printf 'Command:'
-    printf ' %q' "$@"
+    for arg in "$@"; do
+        if ((hide)); then
+            printf ' <redacted>'
+            hide=0
+        elif [[ "$arg" == --*_token=* ]]; then
+            printf ' %q=<redacted>' "${arg%%=*}"
+        else
+            [[ "$arg" == --*_token ]] && hide=1
+            printf ' %q' "$arg"
+        fi
+    done
     printf '\n'
 }
 

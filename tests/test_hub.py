@@ -4,20 +4,15 @@ the real push goes through huggingface_hub's HfApi with that same folder; the to
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.support.launched_run import ARG_TOKEN, ENV_TOKEN, launched_cpu_run  # noqa: F401 (fixture)
 from training import hub
 from training.hub import HubPushError, PushRequest, RunInfo
 
-REPO = Path(__file__).resolve().parents[1]
-ARG_TOKEN = "hf_SENTINELargTOKEN4242424242"
-ENV_TOKEN = "hf_SENTINELenvTOKEN1717171717"
 EXPECTED_FILES = {
     "README.md", "adapter_config.json", "adapter_model.safetensors", "chat_template.jinja", "metrics.jsonl",
     "recipe.yaml", "reward_curve.png", "run_summary.json", "tokenizer.json", "tokenizer_config.json",
@@ -25,22 +20,10 @@ EXPECTED_FILES = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def dry_run(tmp_path_factory, tiny_model_dir):
-    """One short training run with --push_to_hub, a token on the command line and in HF_TOKEN, and a dry run."""
-    root = tmp_path_factory.mktemp("hub")
-    out, push_dir = root / "out", root / "push"
-    env = {**os.environ, "HF_TOKEN": ENV_TOKEN, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    cmd = [
-        sys.executable, "-m", "training.train", "--config", "recipes/tiny_cpu.yaml", "--output_dir", str(out),
-        "--max_steps", "2", "--save_steps", "1", "--warm_start_steps", "0", "--heldout_max_samples", "4",
-        "--heldout_eval_steps", "0", "--per_device_train_batch_size", "8", "--num_generations", "4",
-        "--push_to_hub", "--hub_model_id", "me/tiny-grpo", "--hub_token", ARG_TOKEN,
-        "--push_dry_run", str(push_dir), "--push_merged_weights", "true",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return {"out": out, "push": push_dir, "log": proc.stdout + proc.stderr, "root": root}
+@pytest.fixture
+def dry_run(launched_cpu_run):
+    """The shared launcher run: --push_to_hub with a token on the command line and in HF_TOKEN, and a dry run."""
+    return launched_cpu_run
 
 
 def listing(folder: Path) -> set[str]:
@@ -74,7 +57,8 @@ def test_model_card_reports_base_model_flags_final_metrics_and_reward_curve(dry_
 
 
 def test_token_is_never_written_or_logged(dry_run):
-    """Every file the run wrote (checkpoints and pickled training args included), the upload, and the logs."""
+    """Every file the run wrote (checkpoints and pickled training args included), the upload, and the logs
+    (the launcher's and the trainer's)."""
     files = [p for p in dry_run["root"].rglob("*") if p.is_file()]
     assert any(p.name == "training_args.bin" for p in files)  # the pickle that would carry a token
     for path in files:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.launched_run import launched_cpu_run  # noqa: F401 (fixture)
+
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHERS = ["launch_cpu.sh", "launch_gpu.sh", "launch_deepspeed.sh", "vllm_server.sh"]
 SAFE = {"FORCE_RATE": "0.0", "ASSIST_WARMUP": "0", "RL_DISABLE_FORCED": "1", "PPO_RECORD_AT_SAMPLE": "1",
@@ -102,6 +104,12 @@ def test_cpu_dry_run_command_passes_extra_args_through():
     )
 
 
+def test_printed_command_hides_token_values():
+    proc = launcher("launch_cpu.sh", "--dry-run", "--hub_token", "hf_secret123456", "--other_token=hf_abcdefgh1")
+    assert command_line(proc).endswith("--hub_token <redacted> --other_token=<redacted>")
+    assert "hf_secret123456" not in proc.stdout + proc.stderr and "hf_abcdefgh1" not in proc.stdout + proc.stderr
+
+
 def test_dry_run_env_var_equals_option():
     assert command_line(launcher("launch_cpu.sh", DRY_RUN="1")) == command_line(launcher("launch_cpu.sh", "--dry-run"))
     proc = launcher("launch_cpu.sh", DRY_RUN="yes")
@@ -153,16 +161,14 @@ def test_gpu_launcher_without_gpu_prints_command_and_says_so(name):
 
 
 # ---- launch_cpu.sh trains for real ------------------------------------------------------------------------------
-def test_launch_cpu_trains_the_default_recipe(tmp_path, tiny_model_dir):
-    out = tmp_path / "run"
-    proc = launcher("launch_cpu.sh", "--max_steps", "2", "--output_dir", str(out), "--warm_start_steps", "0",
-                    "--heldout_max_samples", "4", "--heldout_eval_steps", "0", "--per_device_train_batch_size", "8",
-                    "--save_strategy", "no", ASSIST_WARMUP="3")  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
+    out, log = launched_cpu_run["out"], launched_cpu_run["log"]
+    assert "  ASSIST_WARMUP=3\n" in log and "Command: accelerate launch --config_file accelerate_configs/cpu.yaml" in log
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["global_step"] == 2
     assert summary["strict_flags"] == {**SAFE, "ASSIST_WARMUP": "3"}  # the launcher's flags reached the trainer
     assert summary["training_args"]["max_steps"] == 2
+    assert Path(summary["training_args"]["output_dir"]) == out  # extra arguments passed through
     assert (out / "adapter_model.safetensors").exists()
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines if '"loss"' in line] == [1, 2]
