@@ -4,12 +4,13 @@ the real push goes through huggingface_hub's HfApi with that same folder; the to
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.support.launched_run import ARG_TOKEN, ENV_TOKEN, launched_cpu_run  # noqa: F401 (fixture)
+from tests.support.launched_run import ARG_TOKEN, ENV_TOKEN
 from training import hub
 from training.hub import HubPushError, PushRequest, RunInfo
 
@@ -159,3 +160,18 @@ def test_token_options_and_recipe_keys_are_redacted(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"max_steps: 3\nhub_token: {ARG_TOKEN}\n")
     assert hub.redacted_recipe(str(recipe)) == "max_steps: 3\nhub_token: <redacted>\n"
+
+
+def test_push_without_repo_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    from training import train
+
+    out = tmp_path / "out"
+    argv = ["train", "--config", "recipes/tiny_cpu.yaml", "--output_dir", str(out), "--push_to_hub"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_info:
+        train.cli()
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --push_to_hub needs --hub_model_id (the repository to upload to, e.g. me/qwen3-grpo)"
+    )
+    assert not out.exists()  # nothing trained, nothing written

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support.launched_run import launched_cpu_run  # noqa: F401 (fixture)
-
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHERS = ["launch_cpu.sh", "launch_gpu.sh", "launch_deepspeed.sh", "vllm_server.sh"]
 SAFE = {"FORCE_RATE": "0.0", "ASSIST_WARMUP": "0", "RL_DISABLE_FORCED": "1", "PPO_RECORD_AT_SAMPLE": "1",

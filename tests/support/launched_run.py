@@ -1,5 +1,5 @@
-"""One short training through `launchers/launch_cpu.sh`, shared by the launcher and Hub tests (a run costs ~15 s of
-CPU): the default recipe, ASSIST_WARMUP=3 set by the caller, checkpoints, `--push_to_hub` with a sentinel token on
+"""One short training through `launchers/launch_cpu.sh`, shared by the launcher and Hub tests through the
+session fixture `launched_cpu_run` in conftest.py (a run costs ~15 s of CPU): the default recipe, ASSIST_WARMUP=3 set by the caller, checkpoints, `--push_to_hub` with a sentinel token on
 the command line and in HF_TOKEN, and a push dry run with merged weights."""
 
 from __future__ import annotations
@@ -9,17 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 ARG_TOKEN = "hf_SENTINELargTOKEN4242424242"
 ENV_TOKEN = "hf_SENTINELenvTOKEN1717171717"
 STRICT_FLAGS = ("FORCE_RATE", "ASSIST_WARMUP", "RL_DISABLE_FORCED", "PPO_RECORD_AT_SAMPLE", "STRICT_TRAJ_KEYS")
 
 
-@pytest.fixture(scope="session")
-def launched_cpu_run(tmp_path_factory, tiny_model_dir) -> dict:
-    root = tmp_path_factory.mktemp("launched")
+def run_launch_cpu(root: Path) -> dict:
+    """Run it into `root`; return the output dir, the push dir, the combined log, and `root`."""
     out, push_dir = root / "out", root / "push"
     env = {k: v for k, v in os.environ.items() if k not in STRICT_FLAGS and k != "DRY_RUN"}
     env.update(
