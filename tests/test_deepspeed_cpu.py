@@ -1,6 +1,6 @@
-"""DeepSpeed ZeRO-2 and ZeRO-3 for real on two CPU ranks (`DS_ACCELERATOR=cpu`, gloo) through `accelerate launch` and our
-ZeRO configs: the DeepSpeed engine trains the LoRA, advantages use rewards gathered over both ranks, and both ranks
-end with the same adapter.
+"""DeepSpeed ZeRO-2 and ZeRO-3 for real on two CPU ranks (`DS_ACCELERATOR=cpu`, gloo) through `accelerate launch`
+and our ZeRO configs: the DeepSpeed engine trains the LoRA, advantages use rewards gathered over both ranks, and
+both ranks end with the same full adapter.
 
 Slow: the first run on a machine JIT-compiles DeepSpeed's shared-memory comm op (minutes; cached afterwards in
 ~/.cache/torch_extensions), then a run takes ~30 s on 2 cores.

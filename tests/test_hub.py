@@ -128,7 +128,11 @@ def test_real_push_uploads_the_staged_folder_through_hfapi(dry_run, monkeypatch)
         ("create_repo", "me/tiny-grpo", True, True, "model"),
         ("upload_folder", "me/tiny-grpo", "model", EXPECTED_FILES),
     ]
-    assert result == {"dry_run": False, "repo_url": "https://huggingface.co/me/tiny-grpo", "files": sorted(EXPECTED_FILES)}
+    assert result == {
+        "dry_run": False,
+        "repo_url": "https://huggingface.co/me/tiny-grpo",
+        "files": sorted(EXPECTED_FILES),
+    }
 
 
 def test_take_push_request_strips_push_and_token_from_trainer_args(tmp_path):

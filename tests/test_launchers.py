@@ -161,7 +161,8 @@ def test_gpu_launcher_without_gpu_prints_command_and_says_so(name):
 # ---- launch_cpu.sh trains for real ------------------------------------------------------------------------------
 def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
     out, log = launched_cpu_run["out"], launched_cpu_run["log"]
-    assert "  ASSIST_WARMUP=3\n" in log and "Command: accelerate launch --config_file accelerate_configs/cpu.yaml" in log
+    assert "  ASSIST_WARMUP=3\n" in log
+    assert "Command: accelerate launch --config_file accelerate_configs/cpu.yaml" in log
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["global_step"] == 2
     assert summary["strict_flags"] == {**SAFE, "ASSIST_WARMUP": "3"}  # the launcher's flags reached the trainer

@@ -46,7 +46,10 @@ def test_qlora_trains_lora_over_frozen_4bit_base_on_cpu(make_trainer):
 @pytest.mark.gpu
 def test_qlora_4bit_weights_on_cuda_with_bf16_compute(make_trainer):
     trainer = make_trainer(
-        max_steps=1, use_cpu=False, bf16=True, model_init_kwargs={"quantization_config": quantization_config("bfloat16")}
+        max_steps=1,
+        use_cpu=False,
+        bf16=True,
+        model_init_kwargs={"quantization_config": quantization_config("bfloat16")},
     )
     layers = four_bit_layers(trainer.model)
     assert layers and all(m.weight.device.type == "cuda" for m in layers.values())

@@ -199,7 +199,8 @@ def cli() -> None:
         main()
     except (ValueError, FileNotFoundError) as err:
         # Bad input: one clear line naming the key, column, row, flag or path; nothing has been trained yet.
-        if isinstance(err, (RecipeError, HubPushError, FileNotFoundError)) or type(err).__name__ in ("DatasetError", "FlagError"):
+        bad_input = (RecipeError, HubPushError, FileNotFoundError)
+        if isinstance(err, bad_input) or type(err).__name__ in ("DatasetError", "FlagError"):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         raise

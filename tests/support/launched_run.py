@@ -1,6 +1,7 @@
-"""One short training through `launchers/launch_cpu.sh`, shared by the launcher and Hub tests through the
-session fixture `launched_cpu_run` in conftest.py (a run costs ~15 s of CPU): the default recipe, ASSIST_WARMUP=3 set by the caller, checkpoints, `--push_to_hub` with a sentinel token on
-the command line and in HF_TOKEN, and a push dry run with merged weights."""
+"""One short training through `launchers/launch_cpu.sh`, shared by the launcher and Hub tests through the session
+fixture `launched_cpu_run` in conftest.py (a run costs ~15 s of CPU): the default recipe, ASSIST_WARMUP=3 set by
+the caller, checkpoints, `--push_to_hub` with a sentinel token on the command line and in HF_TOKEN, and a push dry
+run with merged weights."""
 
 from __future__ import annotations
 
