@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -118,7 +119,7 @@ def test_real_push_uploads_the_staged_folder_through_hfapi(dry_run, monkeypatch)
 
         def upload_folder(self, repo_id, folder_path, repo_type=None, commit_message=None):
             calls.append(("upload_folder", repo_id, repo_type, listing(Path(folder_path))))
-            return "commit"
+            return SimpleNamespace(commit_url=f"https://huggingface.co/{repo_id}/commit/1")
 
     monkeypatch.setattr(hub, "HfApi", FakeHfApi)
     request = PushRequest(repo_id="me/tiny-grpo", dry_run_dir=None, merged=True, private=True, token=ARG_TOKEN)
@@ -150,6 +151,11 @@ def test_take_push_request_strips_push_and_token_from_trainer_args(tmp_path):
     with pytest.raises(HubPushError, match="push_merged_weights=True needs"):
         hub.take_push_request(StrictGRPOConfig(output_dir=str(tmp_path), use_cpu=True, push_merged_weights=True))
     assert hub.take_push_request(StrictGRPOConfig(output_dir=str(tmp_path), use_cpu=True)) is None
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "README.md").write_text("an earlier upload")
+    with pytest.raises(HubPushError, match="is not empty"):  # refused before training, not after
+        taken = str(tmp_path / "taken")
+        hub.take_push_request(StrictGRPOConfig(output_dir=str(tmp_path), use_cpu=True, push_dry_run=taken))
 
 
 def test_staged_file_with_the_token_is_refused(tmp_path):

@@ -91,6 +91,8 @@ def take_push_request(args) -> PushRequest | None:
         return None
     if args.push_to_hub and not args.push_dry_run and not args.hub_model_id:
         raise HubPushError("--push_to_hub needs --hub_model_id (the repository to upload to, e.g. me/qwen3-grpo)")
+    if args.push_dry_run and Path(args.push_dry_run).exists() and any(Path(args.push_dry_run).iterdir()):
+        raise HubPushError(f"--push_dry_run {args.push_dry_run!r} is not empty; choose an empty or new directory")
     request = PushRequest(
         repo_id=args.hub_model_id,
         dry_run_dir=args.push_dry_run,
@@ -278,7 +280,7 @@ def _upload(request: PushRequest, run: RunInfo, stage: Path) -> dict:
         repo_type="model",
         commit_message=f"strict-grpo: step {run.summary.get('global_step')}",
     )
-    logger.info("Pushed %d files to %s (%s)", len(files), request.repo_id, getattr(commit, "commit_url", commit))
+    logger.info("Pushed %d files to %s (%s)", len(files), request.repo_id, commit.commit_url)
     return {"dry_run": False, "repo_url": str(repo), "files": files}
 
 
