@@ -84,3 +84,11 @@ def make_trainer(tiny_model_dir, task_rows, tmp_path):
         )
 
     return build
+
+
+@pytest.fixture(scope="session")
+def launched_cpu_run(tmp_path_factory, tiny_model_dir) -> dict:
+    """One short run through launchers/launch_cpu.sh with a push dry run (tests/support/launched_run.py)."""
+    from tests.support.launched_run import run_launch_cpu
+
+    return run_launch_cpu(tmp_path_factory.mktemp("launched"))

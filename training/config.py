@@ -73,6 +73,21 @@ class StrictGRPOConfig(GRPOConfig):
             "(TRL computes the reference log-probs only then). 0 disables."
         },
     )
+    # ---- Hub push (training/hub.py; docs/hub.md) ----
+    push_dry_run: str | None = field(
+        default=None,
+        metadata={
+            "help": "Write exactly what `--push_to_hub` would upload (adapter, tokenizer, model card, reward curve, "
+            "recipe, optional merged weights) into this empty directory, and upload nothing. Never uses the network."
+        },
+    )
+    push_merged_weights: bool = field(
+        default=False,
+        metadata={
+            "help": "Also publish the base model with the LoRA adapter merged in (full weights, under `merged/`), "
+            "loaded unquantised in `dtype`."
+        },
+    )
 
 
 @dataclass

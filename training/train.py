@@ -18,6 +18,7 @@ from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 from training.config import StrictGRPOConfig, StrictScriptArguments
 from training.data import load_prompt_dataset, load_rows
 from training.flags import read_flags
+from training.hub import HubPushError, RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
 from training.report import library_versions, plot_reward_curve, write_run_summary
 from training.trainer import StrictGRPOTrainer
@@ -98,8 +99,10 @@ def resolve_resume(args: StrictGRPOConfig) -> str | bool | None:
 def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = time.time()
+    argv = list(sys.argv[1:] if argv is None else argv)
     script_args, training_args, model_args = parse_args(argv)
     flags = read_flags()
+    push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
     resume = resolve_resume(training_args)
 
@@ -108,17 +111,20 @@ def main(argv: list[str] | None = None) -> dict:
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
     template_kwargs = dict(training_args.chat_template_kwargs or {})
 
-    model_path = resolve_model_path(model_args.model_name_or_path, seed=script_args.model_seed)
-    if script_args.warm_start_steps > 0:
-        logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
-        model_path = supervised_warm_start(
-            model_path,
-            train_dataset.to_list(),
-            steps=script_args.warm_start_steps,
-            lr=script_args.warm_start_lr,
-            seed=script_args.model_seed,
-            template_kwargs=template_kwargs,
-        )
+    # Under `accelerate launch` every rank runs this; the local main process builds the cached model and warm start
+    # first and the other ranks then load them, instead of racing to write the same files.
+    with training_args.main_process_first(desc="building the cached model and warm start"):
+        model_path = resolve_model_path(model_args.model_name_or_path, seed=script_args.model_seed)
+        if script_args.warm_start_steps > 0:
+            logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
+            model_path = supervised_warm_start(
+                model_path,
+                train_dataset.to_list(),
+                steps=script_args.warm_start_steps,
+                lr=script_args.warm_start_lr,
+                seed=script_args.model_seed,
+                template_kwargs=template_kwargs,
+            )
     training_args.model_init_kwargs = {
         **(training_args.model_init_kwargs or {}),
         **({"dtype": model_args.dtype} if model_args.dtype else {}),
@@ -162,6 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
         "heldout_reward_before": heldout_before,
         "heldout_reward_after": heldout_after,
         "heldout_history": trainer.heldout_history,
+        "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
     if trainer.accelerator.is_main_process:
         write_run_summary(training_args.output_dir, summary)
@@ -174,6 +181,16 @@ def main(argv: list[str] | None = None) -> dict:
             heldout_before,
             heldout_after,
         )
+        if push is not None:
+            run = RunInfo(
+                base_model=model_args.model_name_or_path,
+                resolved_model_path=model_path,
+                recipe_path=argv[argv.index("--config") + 1] if "--config" in argv else None,
+                argv=argv,
+                strict_flags=flags.as_env(),
+                summary=summary,
+            )
+            dump_push_result(training_args.output_dir, publish(push, run, training_args.output_dir, model_args.dtype))
     return summary
 
 
@@ -182,7 +199,8 @@ def cli() -> None:
         main()
     except (ValueError, FileNotFoundError) as err:
         # Bad input: one clear line naming the key, column, row, flag or path; nothing has been trained yet.
-        if isinstance(err, (RecipeError, FileNotFoundError)) or type(err).__name__ in ("DatasetError", "FlagError"):
+        bad_input = (RecipeError, HubPushError, FileNotFoundError)
+        if isinstance(err, bad_input) or type(err).__name__ in ("DatasetError", "FlagError"):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         raise

@@ -14,6 +14,7 @@ from training.callbacks import (
 )
 from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
+from training.distributed import full_weights_for_generation
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
 from training.record_at_sample import RecordAtSampleMixin
@@ -67,15 +68,17 @@ class StrictGRPOTrainer(RecordAtSampleMixin, ReferenceAdapterMixin, ValueHeadMix
     def evaluate_heldout(self) -> float:
         """Mean reward of greedy completions on the held-out rows, with the current policy."""
         rows = self.heldout_rows[: self.args.heldout_max_samples]
-        return heldout_reward(
-            self.accelerator.unwrap_model(self.model),
-            self.processing_class,
-            rows,
-            self.reward_funcs,
-            reward_weights=self.reward_weights.tolist(),
-            template_kwargs=self.chat_template_kwargs,
-            max_new_tokens=self.max_completion_length,
-        )
+        model = self.accelerator.unwrap_model(self.model)
+        with full_weights_for_generation(model, self.accelerator):
+            return heldout_reward(
+                model,
+                self.processing_class,
+                rows,
+                self.reward_funcs,
+                reward_weights=self.reward_weights.tolist(),
+                template_kwargs=self.chat_template_kwargs,
+                max_new_tokens=self.max_completion_length,
+            )
 
     def record_heldout_reward(self) -> float:
         """Score the held-out split now; the value joins the next log as `heldout/reward`."""

@@ -1,0 +1,107 @@
+# Shared by the launchers (sourced, not run). Each launcher: `set -euo pipefail`, then
+#   parse_launcher_args "$@"   -> LAUNCHER_* options, EXTRA_ARGS (passed through to training.train)
+#   export_strict_flags        -> safe defaults for unset flags, validated once in Python, printed
+#   run_command CMD...          -> prints the command; runs it unless dry-run
+# Environment: PYTHON (default python), ACCELERATE (default accelerate), DRY_RUN=1 (same as --dry-run).
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python}"
+ACCELERATE="${ACCELERATE:-accelerate}"
+DRY_RUN="${DRY_RUN:-0}"
+LAUNCHER_RECIPE=""
+LAUNCHER_NUM_PROCESSES=""
+LAUNCHER_ZERO=""
+EXTRA_ARGS=()
+
+# The launcher's own options use dashes; everything else (underscored training flags) passes through.
+parse_launcher_args() {
+    while (($#)); do
+        case "$1" in
+            -h | --help) usage; exit 0 ;;
+            --dry-run) DRY_RUN=1 ;;
+            --recipe) LAUNCHER_RECIPE="${2:?--recipe needs a file}"; shift ;;
+            --num-processes) LAUNCHER_NUM_PROCESSES="${2:?--num-processes needs a number}"; shift ;;
+            --zero) LAUNCHER_ZERO="${2:?--zero needs 2 or 3}"; shift ;;
+            --) shift; EXTRA_ARGS+=("$@"); break ;;
+            *) EXTRA_ARGS+=("$1") ;;
+        esac
+        shift
+    done
+    case "$DRY_RUN" in
+        0 | 1) ;;
+        *) echo "error: DRY_RUN=$DRY_RUN is not valid: expected 0 or 1" >&2; exit 2 ;;
+    esac
+}
+
+# Safe defaults for the strict flags the caller did not set; `python -m training.flags` validates them (exit 2
+# naming the flag on a bad value) and prints the values in force.
+export_strict_flags() {
+    export FORCE_RATE="${FORCE_RATE-0.0}"
+    export ASSIST_WARMUP="${ASSIST_WARMUP-0}"
+    export RL_DISABLE_FORCED="${RL_DISABLE_FORCED-1}"
+    export PPO_RECORD_AT_SAMPLE="${PPO_RECORD_AT_SAMPLE-1}"
+    export STRICT_TRAJ_KEYS="${STRICT_TRAJ_KEYS-1}"
+    local values
+    if ! values="$(cd "$REPO_ROOT" && "$PYTHON" -m training.flags)"; then
+        echo "error: refusing to launch with invalid strict flags (see above)" >&2
+        exit 2
+    fi
+    echo "Strict flags in force:"
+    echo "$values" | sed 's/^/  /'
+}
+
+# Sets GPU_COUNT to the number of CUDA devices torch sees (one Python start, done at most once).
+GPU_COUNT=""
+detect_gpus() {
+    if [[ -z "$GPU_COUNT" ]]; then
+        GPU_COUNT="$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")"
+    fi
+}
+
+# Sets LAUNCHER_NUM_PROCESSES, when not given, to the number of visible GPUs (at least 1).
+default_processes_to_gpus() {
+    if [[ -z "$LAUNCHER_NUM_PROCESSES" ]]; then
+        detect_gpus
+        LAUNCHER_NUM_PROCESSES=$((GPU_COUNT > 1 ? GPU_COUNT : 1))
+    fi
+}
+
+# The command as it would be typed, with the value of every `--*_token` option hidden (logs are no place for it).
+print_command() {
+    local arg hide=0
+    printf 'Command:'
+    for arg in "$@"; do
+        if ((hide)); then
+            printf ' <redacted>'
+            hide=0
+        elif [[ "$arg" == --*_token=* ]]; then
+            printf ' %q=<redacted>' "${arg%%=*}"
+        else
+            [[ "$arg" == --*_token ]] && hide=1
+            printf ' %q' "$arg"
+        fi
+    done
+    printf '\n'
+}
+
+# Print the command, then run it from the repository root (recipes name data files relative to it), unless dry-run.
+run_command() {
+    print_command "$@"
+    if [[ "$DRY_RUN" == 1 ]]; then
+        echo "Dry run: not started."
+        return 0
+    fi
+    cd "$REPO_ROOT"
+    exec "$@"
+}
+
+# GPU launchers without a GPU: show what would run and say why it does not, instead of failing inside accelerate.
+refuse_without_gpu() {
+    [[ "$DRY_RUN" == 1 ]] && return 0
+    detect_gpus
+    ((GPU_COUNT > 0)) && return 0
+    print_command "$@"
+    echo "No CUDA GPU is visible on this machine: the command above was not started." >&2
+    echo "Use launchers/launch_cpu.sh here, or --dry-run to only print the command." >&2
+    exit 3
+}

@@ -1,0 +1,173 @@
+"""Launchers: strict flags exported with safe defaults, validated once in Python, printed; bad values refused naming
+the flag; dry runs print the `accelerate launch` command; GPU launchers say so when no GPU is there;
+`launch_cpu.sh` really trains."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHERS = ["launch_cpu.sh", "launch_gpu.sh", "launch_deepspeed.sh", "vllm_server.sh"]
+SAFE = {"FORCE_RATE": "0.0", "ASSIST_WARMUP": "0", "RL_DISABLE_FORCED": "1", "PPO_RECORD_AT_SAMPLE": "1",
+        "STRICT_TRAJ_KEYS": "1"}  # fmt: skip
+BAD_VALUES = [("FORCE_RATE", "1.5"), ("STRICT_TRAJ_KEYS", "yes please"), ("ASSIST_WARMUP", "-1"),
+              ("RL_DISABLE_FORCED", "true"), ("PPO_RECORD_AT_SAMPLE", ""), ("FORCE_RATE", "nan")]  # fmt: skip
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SAFE and k != "DRY_RUN"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["PYTHON"] = sys.executable
+    env.update(extra)
+    return env
+
+
+def run(args: list[str], timeout: int = 120, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=REPO, env=clean_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def launcher(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return run(["bash", str(REPO / "launchers" / name), *args], **env)
+
+
+# ---- strict flags, via python -m training.flags -----------------------------------------------------------------
+def test_flags_module_prints_safe_defaults():
+    proc = run([sys.executable, "-m", "training.flags"])
+    assert proc.returncode == 0, proc.stderr
+    assert dict(line.split("=", 1) for line in proc.stdout.split()) == SAFE
+
+
+@pytest.mark.parametrize(("flag", "value"), BAD_VALUES)
+def test_flags_module_refuses_bad_value_naming_flag(flag, value):
+    proc = run([sys.executable, "-m", "training.flags"], **{flag: value})
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {flag}=")
+    assert proc.stdout == ""
+
+
+# ---- strict flags, via the launchers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_launcher_exports_and_prints_safe_defaults(name):
+    proc = launcher(name, "--dry-run", "--num-processes", "2")
+    assert proc.returncode == 0, proc.stderr
+    for flag, value in SAFE.items():
+        assert f"  {flag}={value}\n" in proc.stdout
+    assert "Dry run: not started." in proc.stdout
+
+
+def test_launcher_keeps_flags_the_caller_set():
+    proc = launcher("launch_cpu.sh", "--dry-run", FORCE_RATE="0.25", ASSIST_WARMUP="10", RL_DISABLE_FORCED="0")
+    assert proc.returncode == 0, proc.stderr
+    assert "  FORCE_RATE=0.25\n" in proc.stdout
+    assert "  ASSIST_WARMUP=10\n" in proc.stdout
+    assert "  RL_DISABLE_FORCED=0\n" in proc.stdout
+
+
+@pytest.mark.parametrize("name", LAUNCHERS)
+@pytest.mark.parametrize(("flag", "value"), BAD_VALUES[:3])
+def test_launcher_refuses_bad_flag_before_launching(name, flag, value):
+    proc = launcher(name, "--dry-run", **{flag: value})
+    assert proc.returncode == 2
+    assert f"error: {flag}=" in proc.stderr
+    assert "Command:" not in proc.stdout  # nothing was (or would have been) started
+
+
+# ---- commands -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_help_describes_usage_and_starts_nothing(name):
+    proc = launcher(name, "--help")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(f"Usage: launchers/{name}")
+    assert "Command:" not in proc.stdout
+
+
+def command_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("Command: ")]
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0].removeprefix("Command: ")
+
+
+def test_cpu_dry_run_command_passes_extra_args_through():
+    proc = launcher("launch_cpu.sh", "--dry-run", "--max_steps", "3", "--output_dir", "runs/x y")
+    assert command_line(proc) == (
+        "accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 1 -m training.train "
+        "--config recipes/tiny_cpu.yaml --max_steps 3 --output_dir runs/x\\ y"
+    )
+
+
+def test_printed_command_hides_token_values():
+    proc = launcher("launch_cpu.sh", "--dry-run", "--hub_token", "hf_secret123456", "--other_token=hf_abcdefgh1")
+    assert command_line(proc).endswith("--hub_token <redacted> --other_token=<redacted>")
+    assert "hf_secret123456" not in proc.stdout + proc.stderr and "hf_abcdefgh1" not in proc.stdout + proc.stderr
+
+
+def test_dry_run_env_var_equals_option():
+    assert command_line(launcher("launch_cpu.sh", DRY_RUN="1")) == command_line(launcher("launch_cpu.sh", "--dry-run"))
+    proc = launcher("launch_cpu.sh", DRY_RUN="yes")
+    assert proc.returncode == 2 and "DRY_RUN=yes" in proc.stderr
+
+
+def test_gpu_dry_run_commands():
+    gpu = command_line(launcher("launch_gpu.sh", "--dry-run", "--num-processes", "4", "--max_steps", "5"))
+    assert gpu.startswith("accelerate launch --config_file accelerate_configs/multi_gpu.yaml --num_processes 4 ")
+    assert gpu.endswith("-m training.train --config recipes/qwen3_0.6b_lora.yaml --max_steps 5")
+    if torch.cuda.device_count() <= 1:  # default N = visible GPUs, at least 1: the single-GPU config
+        single = command_line(launcher("launch_gpu.sh", "--dry-run"))
+        assert "accelerate_configs/single_gpu.yaml --num_processes 1 " in single
+    qlora = command_line(
+        launcher("launch_gpu.sh", "--dry-run", "--num-processes", "1", "--recipe", "recipes/qwen3_0.6b_qlora.yaml")
+    )
+    assert "--config recipes/qwen3_0.6b_qlora.yaml" in qlora
+
+
+def test_deepspeed_stage_by_option_or_env():
+    def config(*args, **env):
+        return command_line(launcher("launch_deepspeed.sh", "--dry-run", "--num-processes", "2", *args, **env))
+
+    assert "--config_file accelerate_configs/deepspeed_zero2.yaml --num_processes 2 " in config()
+    assert "--config_file accelerate_configs/deepspeed_zero3.yaml --num_processes 2 " in config("--zero", "3")
+    assert "--config_file accelerate_configs/deepspeed_zero3.yaml --num_processes 2 " in config(ZERO_STAGE="3")
+    proc = launcher("launch_deepspeed.sh", "--dry-run", "--zero", "1")
+    assert proc.returncode == 2 and "ZeRO stage '1'" in proc.stderr
+
+
+def test_vllm_server_command_on_dedicated_gpus():
+    proc = launcher("vllm_server.sh", "--dry-run", "--model", "Qwen/Qwen3-1.7B", "--max_model_len", "2048",
+                    VLLM_GPUS="2,3")  # fmt: skip
+    assert command_line(proc) == (
+        "trl vllm-serve --model Qwen/Qwen3-1.7B --tensor_parallel_size 2 --port 8000 --max_model_len 2048"
+    )
+    assert "vLLM server on GPU(s) 2,3" in proc.stdout
+    bad = launcher("vllm_server.sh", "--dry-run", VLLM_GPUS="all")
+    assert bad.returncode == 2 and "VLLM_GPUS='all'" in bad.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+@pytest.mark.parametrize("name", ["launch_gpu.sh", "launch_deepspeed.sh", "vllm_server.sh"])
+def test_gpu_launcher_without_gpu_prints_command_and_says_so(name):
+    proc = launcher(name, "--max_steps", "1")
+    assert proc.returncode == 3
+    assert "No CUDA GPU is visible on this machine: the command above was not started." in proc.stderr
+    command_line(proc)
+
+
+# ---- launch_cpu.sh trains for real ------------------------------------------------------------------------------
+def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
+    out, log = launched_cpu_run["out"], launched_cpu_run["log"]
+    assert "  ASSIST_WARMUP=3\n" in log
+    assert "Command: accelerate launch --config_file accelerate_configs/cpu.yaml" in log
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["global_step"] == 2
+    assert summary["strict_flags"] == {**SAFE, "ASSIST_WARMUP": "3"}  # the launcher's flags reached the trainer
+    assert summary["training_args"]["max_steps"] == 2
+    assert Path(summary["training_args"]["output_dir"]) == out  # extra arguments passed through
+    assert (out / "adapter_model.safetensors").exists()
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines if '"loss"' in line] == [1, 2]
