@@ -45,6 +45,17 @@ class StrictGRPOConfig(GRPOConfig):
         default=200,
         metadata={"help": "Number of held-out prompts scored by each held-out evaluation."},
     )
+    strict_health: bool = field(
+        default=True,
+        metadata={
+            "help": "Stop the run when a health detector (`health/zero_loss`, `health/all_groups_zero_std`, "
+            "`health/ratio_pinned`; training/health.py) fires for `health_patience` consecutive logged steps. "
+            "False: warn and count only."
+        },
+    )
+    health_patience: int = field(
+        default=3, metadata={"help": "Consecutive logged steps a health detector may fire before a strict stop."}
+    )
     # ---- value head and GAE (training/value.py, training/value_head_mixin.py; docs/value_head.md) ----
     advantage_estimator: str = field(
         default="grpo",

@@ -18,3 +18,8 @@ def exact_answer_reward(completions: list, answer: list[str], **kwargs) -> list[
     A completion with no integer is a wrong answer (0.0), not a verifier failure.
     """
     return [1.0 if parse_answer(completion_text(c)) == a else 0.0 for c, a in zip(completions, answer, strict=True)]
+
+
+def number_only_reward(completions: list, answer: list[str], **kwargs) -> list[float]:
+    """1.0 when the completion is exactly the row's `answer` and nothing else (surrounding whitespace aside)."""
+    return [1.0 if completion_text(c).strip() == a else 0.0 for c, a in zip(completions, answer, strict=True)]

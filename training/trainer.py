@@ -17,6 +17,7 @@ from training.diagnostics import rss_mb, timed
 from training.distributed import full_weights_for_generation
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
+from training.health import HealthMonitorCallback
 from training.record_at_sample import RecordAtSampleMixin
 from training.reference import ReferenceAdapterMixin
 from training.value_head_mixin import ValueHeadMixin
@@ -40,6 +41,9 @@ class StrictGRPOTrainer(RecordAtSampleMixin, ReferenceAdapterMixin, ValueHeadMix
         self.heldout_rows = heldout_rows or []
         self.heldout_history: list[dict] = []
         self.wall_time_guard = WallTimeGuardCallback(self.args.max_wall_time_s)
+        self.health = HealthMonitorCallback(self)
+        # First of all callbacks, so that every logger and metrics.jsonl see its values.
+        self.callback_handler.callbacks.insert(0, self.health)
         self.add_callback(MetricsJsonlCallback(self.args.output_dir))
         self.add_callback(self.wall_time_guard)
         self.add_callback(OptimizerTimingCallback(self._metrics["train"]))
@@ -63,6 +67,14 @@ class StrictGRPOTrainer(RecordAtSampleMixin, ReferenceAdapterMixin, ValueHeadMix
         if "loss" in logs:  # a training-step log, not the end-of-training summary
             logs["memory/rss_mb"] = rss_mb()
         super().log(logs, start_time)
+        if self.health.error is not None:
+            raise self.health.error
+
+    def is_reuse_pass(self) -> bool:
+        """Whether the step just taken reused a generation batch seen by an earlier step (`num_iterations > 1`)."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        steps_into_batch = (self._step - 1) % generate_every
+        return steps_into_batch >= self.args.steps_per_generation
 
     # ---- held-out reward ----------------------------------------------------------------------------------------
     def evaluate_heldout(self) -> float:

@@ -43,7 +43,10 @@ def supervised_warm_start(
     seed: int = 0,
     template_kwargs: dict | None = None,
 ) -> str:
-    """Return the directory of `model_path` fine-tuned for `steps` steps on `rows` (`prompt`, `answer`); cached."""
+    """Return the directory of `model_path` fine-tuned for `steps` steps on `rows`; cached.
+
+    Each row's target completion is its `demonstration` when it has one, else its `answer`.
+    """
     template_kwargs = template_kwargs or {}
     key = _cache_key(model_path, rows, steps, lr, seed, template_kwargs)
     out = cache_root() / "warm_start" / key
@@ -57,7 +60,7 @@ def supervised_warm_start(
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(steps, 1))
-    encoded = [encode_pair(tokenizer, r["prompt"], r["answer"], template_kwargs) for r in rows]
+    encoded = [encode_pair(tokenizer, r["prompt"], r.get("demonstration", r["answer"]), template_kwargs) for r in rows]
 
     for _ in range(steps):
         batch = rng.sample(encoded, min(batch_size, len(encoded)))

@@ -1,7 +1,10 @@
-"""The bundled task: "Which number is larger: 37 or 52?" answered with the number alone.
+"""The bundled task: "Which number is larger: 37 or 52? Answer with the number only."
 
-A chance policy scores 0.5; the warm start gets part of the way; GRPO with a rule verifier has a clear signal.
-The splits are generated once (`python -m training.tasks.larger_number`) and shipped under
+Each row carries the `answer` and a `demonstration`: the completion a chatty teacher wrote, the bare number for half
+of the rows and a sentence around it ("The larger number is 52.") for the other half. The supervised warm start
+imitates the demonstrations, so GRPO starts from a policy that is often right but follows the "number only"
+instruction only sometimes; the verifiers reward a correct number and, separately, a completion that is nothing
+but the number. The splits are generated once (`python -m training.tasks.larger_number`) and shipped under
 `data/larger_number/`; train and held-out share no number pair.
 """
 
@@ -18,10 +21,15 @@ QUESTION = "Which number is larger: {a} or {b}? Answer with the number only."
 _NUMBER = re.compile(r"-?\d+")
 
 
-def make_row(a: int, b: int) -> dict:
+VERBOSE = "The larger number is {answer}."
+
+
+def make_row(a: int, b: int, verbose: bool) -> dict:
+    answer = str(max(a, b))
     return {
         "prompt": [{"role": "user", "content": QUESTION.format(a=a, b=b)}],
-        "answer": str(max(a, b)),
+        "answer": answer,
+        "demonstration": VERBOSE.format(answer=answer) if verbose else answer,
     }
 
 
@@ -32,7 +40,9 @@ def make_splits(seed: int = 0, n_train: int = 2000, n_heldout: int = 200) -> tup
     heldout_pairs = pairs[:n_heldout]
     blocked = {frozenset(p) for p in heldout_pairs}
     train_pairs = [p for p in pairs[n_heldout:] if frozenset(p) not in blocked][:n_train]
-    return [make_row(*p) for p in train_pairs], [make_row(*p) for p in heldout_pairs]
+    styles = random.Random(seed + 1)
+    rows = [make_row(a, b, verbose=styles.random() < 0.5) for a, b in train_pairs + heldout_pairs]
+    return rows[: len(train_pairs)], rows[len(train_pairs) :]
 
 
 def parse_answer(text: str) -> str | None:
