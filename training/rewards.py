@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from training.tasks.larger_number import parse_answer
+
+_BARE_INTEGER = re.compile(r"-?\d+")
 
 
 def completion_text(completion) -> str:
@@ -20,6 +24,8 @@ def exact_answer_reward(completions: list, answer: list[str], **kwargs) -> list[
     return [1.0 if parse_answer(completion_text(c)) == a else 0.0 for c, a in zip(completions, answer, strict=True)]
 
 
-def number_only_reward(completions: list, answer: list[str], **kwargs) -> list[float]:
-    """1.0 when the completion is exactly the row's `answer` and nothing else (surrounding whitespace aside)."""
-    return [1.0 if completion_text(c).strip() == a else 0.0 for c, a in zip(completions, answer, strict=True)]
+
+def number_only_reward(completions: list, **kwargs) -> list[float]:
+    """Format verifier for "Answer with the number only": 1.0 when the completion is a bare integer and nothing
+    else (surrounding whitespace aside), right or wrong; correctness is `exact_answer_reward`'s job."""
+    return [1.0 if _BARE_INTEGER.fullmatch(completion_text(c).strip()) else 0.0 for c in completions]
