@@ -14,13 +14,16 @@ from training.callbacks import (
 )
 from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
+from training.dynamic_sampling import DynamicSamplingMixin
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
+from training.reward_checks import RewardChecksMixin
+from training.zero_std_watch import ZeroStdWatchMixin
 
 logger = logging.getLogger(__name__)
 
 
-class StrictGRPOTrainer(GRPOTrainer):
+class StrictGRPOTrainer(ZeroStdWatchMixin, DynamicSamplingMixin, RewardChecksMixin, GRPOTrainer):
     """GRPO with LoRA that makes silent failures loud.
 
     Args beyond `GRPOTrainer`'s:
