@@ -12,8 +12,8 @@ from training.rewards import completion_text
 
 
 def _metrics(trainer):
-    lines = (trainer.args.output_dir + "/metrics.jsonl",)
-    with open(lines[0]) as f:
+    """The lines of the run's metrics.jsonl (what a user sees)."""
+    with open(trainer.args.output_dir + "/metrics.jsonl") as f:
         return [json.loads(line) for line in f]
 
 
@@ -105,3 +105,16 @@ def test_nan_from_a_plain_reward_function_is_counted(make_trainer):
     step = [m for m in _metrics(trainer) if "loss" in m][0]
     assert step["rewards/nan_count"] == 2 and step["rewards/sometimes_none/nan_count"] == 2
     assert step["rewards/unscorable_count"] == 2
+
+
+def test_embedding_judge_recipe_parses_and_names_judges():
+    from training.train import import_reward, parse_args
+
+    script_args, training_args, _ = parse_args(["--config", "recipes/tiny_cpu_embedding_judge.yaml"])
+    rewards = [import_reward(name) for name in script_args.reward_funcs]
+    assert rewards == [factories.embedding_judge_reward, factories.exact_match_reward]
+    assert training_args.reward_weights == [0.5, 1.0]
+    assert training_args.judge_kwargs == {
+        "embedding_judge": {"reference_column": "answer"},
+        "exact_match": {"reference_column": "answer"},
+    }
