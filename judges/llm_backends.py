@@ -115,7 +115,7 @@ class OpenAIChatBackend:
             detail = err.read(2000).decode(errors="replace")
             raise JudgeError(f"judge endpoint {self.url} answered HTTP {err.code}", detail) from None
         except (urllib.error.URLError, TimeoutError, OSError) as err:
-            raise JudgeError(f"judge endpoint {self.url} unreachable: {err}") from None
+            raise JudgeError(f"judge endpoint {self.url} failed: {err}") from None
         if len(payload) > self.max_response_bytes:
             raise JudgeError(f"judge endpoint {self.url} sent more than {self.max_response_bytes} bytes")
         text = payload.decode(errors="replace")
