@@ -163,7 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append((self.path, body))
         if type(self).mode == "slow":
-            time.sleep(3)
+            time.sleep(3)  # the client has given up by now; nothing is sent
+            return
         message = body["messages"][-1]["content"]
         n = len(_candidates(message))
         content = json.dumps({"nonce": _nonce(message), "scores": [round(0.1 * (i + 1), 2) for i in range(n)]})
