@@ -1,7 +1,5 @@
 """Rule verifiers, the embedding judge (bundled MiniLM, offline) and the reward-model judge, behind one protocol."""
 
-import os
-
 import pytest
 import torch
 
@@ -39,8 +37,13 @@ def test_tool_call_validity_knows_the_tool_names():
 
 @pytest.fixture(scope="module")
 def embedding_judge():
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the bundled model must not need the hub
-    return EmbeddingJudge()
+    """Loaded in offline mode (the bundled model must not need the hub); the setting is undone afterwards."""
+    import huggingface_hub.constants as hub_constants
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+        return EmbeddingJudge()
 
 
 def test_embedding_judge_prefers_the_reference_answer_offline(embedding_judge):
