@@ -99,6 +99,56 @@ class StrictGRPOConfig(GRPOConfig):
             "loaded unquantised in `dtype`."
         },
     )
+    # ---- judges, NaN rewards, zero-variance groups (judges/, training/reward_checks.py; docs/judges.md) ----
+    judge_retries: int = field(
+        default=1,
+        metadata={"help": "Extra attempts for a judge group whose scoring raised, timed out or was unparseable."},
+    )
+    judge_timeout_s: float | None = field(
+        default=300.0,
+        metadata={"help": "Seconds one judge attempt on one group may take; None disables the limit."},
+    )
+    judge_max_failure_rate: float = field(
+        default=0.5,
+        metadata={
+            "help": "Fraction of a batch's judge groups that may fail (rewards NaN, counted in `judge/failures`). "
+            "Above it a strict run (STRICT_TRAJ_KEYS=1) stops with the judge's raw output; otherwise it warns."
+        },
+    )
+    # a JSON string given on the command line (`--judge_kwargs '{...}'`) is parsed into a dict, like TRL's own dicts
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["judge_kwargs"]
+    judge_kwargs: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Keyword arguments for the judges named in `reward_funcs`, keyed by reward name, e.g. "
+            "`{embedding_judge: {reference_column: answer}, llm_judge: {model: tiny-qwen3, num_shuffles: 2}}`."
+        },
+    )
+    zero_std_warn_threshold: float = field(
+        default=0.5,
+        metadata={
+            "help": "Warn when `frac_reward_zero_std` (groups whose rewards are all equal: no signal) stays above "
+            "this for `zero_std_warn_steps` generation batches in a row."
+        },
+    )
+    zero_std_warn_steps: int = field(
+        default=5,
+        metadata={"help": "Consecutive generation batches above `zero_std_warn_threshold` before the warning."},
+    )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO dynamic sampling: drop groups whose rewards are all equal and top the batch up with new "
+            "groups from the train dataset (metrics `dynamic_sampling/*`)."
+        },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4,
+        metadata={
+            "help": "Generation rounds per batch with dynamic sampling (the first included); when still short, the "
+            "batch is filled with zero-variance groups and `dynamic_sampling/unfilled_groups` says how many."
+        },
+    )
 
 
 @dataclass

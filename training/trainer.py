@@ -15,17 +15,30 @@ from training.callbacks import (
 from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
 from training.distributed import full_weights_for_generation
+from training.dynamic_sampling import DynamicSamplingMixin
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
 from training.health import HealthMonitorCallback
 from training.record_at_sample import RecordAtSampleMixin
 from training.reference import ReferenceAdapterMixin
+from training.reward_checks import RewardChecksMixin
 from training.value_head_mixin import ValueHeadMixin
+from training.zero_std_watch import ZeroStdWatchMixin
 
 logger = logging.getLogger(__name__)
 
 
-class StrictGRPOTrainer(RecordAtSampleMixin, ReferenceAdapterMixin, ValueHeadMixin, GRPOTrainer):
+# Order matters where two features override the same method: dynamic sampling calls everything after it once per
+# sampling round, so each round gets its own record-at-sample log-probs, schema check, rewards and value targets.
+class StrictGRPOTrainer(
+    ZeroStdWatchMixin,
+    DynamicSamplingMixin,
+    RewardChecksMixin,
+    RecordAtSampleMixin,
+    ReferenceAdapterMixin,
+    ValueHeadMixin,
+    GRPOTrainer,
+):
     """GRPO with LoRA that makes silent failures loud.
 
     Args beyond `GRPOTrainer`'s:
