@@ -8,6 +8,9 @@ import pytest
 import torch
 
 os.environ.setdefault("STRICT_GRPO_CACHE", os.path.join(os.path.dirname(__file__), "..", ".cache", "test"))
+# The tiny model's matrices are too small for intra-op threads to pay off; one thread also keeps tests that start
+# subprocesses from oversubscribing the 2 cores.
+torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,55 +36,15 @@ def task_rows() -> list[dict]:
     return load_rows("data/larger_number/train.jsonl")
 
 
-def length_reward(completions, **kwargs) -> list[float]:
-    """A reward with spread even for an untrained model (shorter is better), so gradients are non-zero."""
-    from training.rewards import completion_text
-
-    return [-float(len(completion_text(c))) for c in completions]
-
-
 @pytest.fixture
 def make_trainer(tiny_model_dir, task_rows, tmp_path):
     """Build a StrictGRPOTrainer on the tiny Qwen3 with LoRA; keyword arguments override StrictGRPOConfig fields."""
-    from datasets import Dataset
-    from peft import LoraConfig
+    from training.tiny_trainer import build_tiny_trainer
 
-    from training.config import StrictGRPOConfig
-    from training.trainer import StrictGRPOTrainer
-
-    def build(rows=None, reward_funcs=None, peft=True, flags=None, model=None, **overrides):
-        settings = dict(
-            output_dir=str(tmp_path / "out"),
-            use_cpu=True,
-            bf16=False,
-            gradient_checkpointing=False,
-            seed=0,
-            max_steps=2,
-            learning_rate=1e-3,
-            per_device_train_batch_size=8,
-            num_generations=4,
-            max_completion_length=6,
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            beta=0.0,
-            chat_template_kwargs={"enable_thinking": False},
-        )
-        settings.update(overrides)
-        args = StrictGRPOConfig(**settings)
-        peft_config = (
-            LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj"], task_type="CAUSAL_LM")
-            if peft
-            else None
-        )
-        return StrictGRPOTrainer(
-            model=model or tiny_model_dir,
-            reward_funcs=reward_funcs or [length_reward],
-            args=args,
-            train_dataset=Dataset.from_list(rows or task_rows[:64]),
-            peft_config=peft_config,
-            flags=flags,
-        )
+    def build(rows=None, **overrides):
+        overrides.setdefault("output_dir", str(tmp_path / "out"))
+        return build_tiny_trainer(rows=rows or task_rows[:64], model=overrides.pop("model", None) or tiny_model_dir,
+                                  **overrides)
 
     return build
 

@@ -14,7 +14,9 @@ from training.data import DatasetError
 from training.train import RecipeError, main
 
 RECIPE = "recipes/tiny_cpu.yaml"
-FAST = ["--warm_start_steps", "5", "--heldout_max_samples", "16", "--per_device_train_batch_size", "16"]
+# A 5-step warm start rarely answers right, so rewards are mostly all-zero: the health stop is not under test here.
+FAST = ["--warm_start_steps", "5", "--heldout_max_samples", "16", "--per_device_train_batch_size", "16",
+        "--strict_health", "false"]
 
 
 def run(out: Path, *extra: str) -> dict:

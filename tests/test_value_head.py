@@ -127,6 +127,7 @@ def test_value_head_learns_a_return_predictable_from_the_prompt(make_trainer):
         lr_scheduler_type="constant",
         per_device_train_batch_size=32,
         max_completion_length=4,
+        strict_health=False,  # the reward is constant within each group by design: no policy signal
     )
     trainer.train()
     losses = logged(trainer, "value/loss")

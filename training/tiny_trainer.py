@@ -1,0 +1,63 @@
+"""A small StrictGRPOTrainer on the offline tiny Qwen3 with LoRA, for tests and the critical-fixes check."""
+
+from __future__ import annotations
+
+from datasets import Dataset
+from peft import LoraConfig
+
+from training.config import StrictGRPOConfig
+from training.data import load_rows
+from training.flags import StrictFlags
+from training.models import resolve_model_path
+from training.rewards import completion_text
+from training.trainer import StrictGRPOTrainer
+
+TASK_TRAIN = "data/larger_number/train.jsonl"
+
+
+def length_reward(completions, **kwargs) -> list[float]:
+    """A reward with spread even for an untrained model (shorter is better), so gradients are non-zero."""
+    return [-float(len(completion_text(c))) for c in completions]
+
+
+def build_tiny_trainer(
+    output_dir: str,
+    rows: list[dict] | None = None,
+    reward_funcs: list | None = None,
+    peft: bool = True,
+    flags: StrictFlags | None = None,
+    model: str | None = None,
+    **overrides,
+) -> StrictGRPOTrainer:
+    """Keyword arguments override the `StrictGRPOConfig` fields below (fp32, CPU, 2 steps, logging every step)."""
+    settings = dict(
+        output_dir=output_dir,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        seed=0,
+        max_steps=2,
+        learning_rate=1e-3,
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=6,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        beta=0.0,
+        chat_template_kwargs={"enable_thinking": False},
+    )
+    settings.update(overrides)
+    peft_config = (
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj"], task_type="CAUSAL_LM")
+        if peft
+        else None
+    )
+    return StrictGRPOTrainer(
+        model=model or resolve_model_path("tiny-qwen3", seed=0),
+        reward_funcs=reward_funcs or [length_reward],
+        args=StrictGRPOConfig(**settings),
+        train_dataset=Dataset.from_list(rows or load_rows(TASK_TRAIN)[:64]),
+        peft_config=peft_config,
+        flags=flags,
+    )
