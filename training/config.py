@@ -45,6 +45,14 @@ class StrictGRPOConfig(GRPOConfig):
         default=200,
         metadata={"help": "Number of held-out prompts scored by each held-out evaluation."},
     )
+    heldout_samples_per_prompt: int = field(
+        default=4,
+        metadata={
+            "help": "`heldout/reward` is the mean reward of this many completions per held-out prompt, sampled with "
+            "the training temperature, top-p and top-k from a fixed seed (the policy's expected reward, which GRPO "
+            "optimises); `heldout/greedy_reward` is logged beside it."
+        },
+    )
     strict_health: bool = field(
         default=True,
         metadata={

@@ -36,13 +36,10 @@ def plot_reward_curve(output_dir: str | Path, heldout: list[dict]) -> Path:
     rows = [r for r in read_metrics(output_dir) if r.get("reward") is not None]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     ax.plot([r["step"] for r in rows], [r["reward"] for r in rows], label="train reward (sampled)", alpha=0.8)
-    if heldout:
-        ax.plot(
-            [h["step"] for h in heldout],
-            [h["heldout/reward"] for h in heldout],
-            "o-",
-            label="held-out reward (greedy)",
-        )
+    for key, label in (("heldout/reward", "held-out reward (sampled)"), ("heldout/greedy_reward", "held-out (greedy)")):
+        points = [(h["step"], h[key]) for h in heldout if key in h]
+        if points:
+            ax.plot(*zip(*points), "o-", label=label)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("mean reward")
     ax.set_title(Path(output_dir).name)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
-from training.tasks.larger_number import parse_answer
-
-_BARE_INTEGER = re.compile(r"-?\d+")
+from training.tasks.larger_number import ANSWER_PATTERN, parse_answer
 
 
 def completion_text(completion) -> str:
@@ -24,8 +20,7 @@ def exact_answer_reward(completions: list, answer: list[str], **kwargs) -> list[
     return [1.0 if parse_answer(completion_text(c)) == a else 0.0 for c, a in zip(completions, answer, strict=True)]
 
 
-
-def number_only_reward(completions: list, **kwargs) -> list[float]:
-    """Format verifier for "Answer with the number only": 1.0 when the completion is a bare integer and nothing
-    else (surrounding whitespace aside), right or wrong; correctness is `exact_answer_reward`'s job."""
-    return [1.0 if _BARE_INTEGER.fullmatch(completion_text(c).strip()) else 0.0 for c in completions]
+def answer_format_reward(completions: list, **kwargs) -> list[float]:
+    """Format verifier for the bundled task: 1.0 when the completion is exactly "The larger number is N." for some
+    integer N (right or wrong; correctness is `exact_answer_reward`'s job)."""
+    return [1.0 if ANSWER_PATTERN.fullmatch(completion_text(c).strip()) else 0.0 for c in completions]

@@ -145,13 +145,13 @@ def main(argv: list[str] | None = None) -> dict:
     if trainer.accelerator.is_main_process:
         logger.info("Strict flags: %s", flags.as_env())
 
-    heldout_before = trainer.evaluate_heldout() if heldout_rows and not resume else None
-    if heldout_before is not None:
-        trainer.heldout_history.append({"step": 0, "heldout/reward": heldout_before})
+    before = trainer.evaluate_heldout() if heldout_rows and not resume else {}
+    if before:
+        trainer.heldout_history.append({"step": 0, **before})
     trainer.train(resume_from_checkpoint=resume)
-    heldout_after = trainer.evaluate_heldout() if heldout_rows else None
-    if heldout_after is not None:
-        trainer.heldout_history.append({"step": trainer.state.global_step, "heldout/reward": heldout_after})
+    after = trainer.evaluate_heldout() if heldout_rows else {}
+    if after:
+        trainer.heldout_history.append({"step": trainer.state.global_step, **after})
     trainer.save_model(training_args.output_dir)
 
     summary = {
@@ -165,8 +165,10 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_time_s": time.time() - started,
         "global_step": trainer.state.global_step,
         "stopped_reason": trainer.wall_time_guard.stopped_reason or "completed",
-        "heldout_reward_before": heldout_before,
-        "heldout_reward_after": heldout_after,
+        "heldout_reward_before": before.get("heldout/reward"),
+        "heldout_reward_after": after.get("heldout/reward"),
+        "heldout_greedy_reward_before": before.get("heldout/greedy_reward"),
+        "heldout_greedy_reward_after": after.get("heldout/greedy_reward"),
         "heldout_history": trainer.heldout_history,
         "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
@@ -178,8 +180,8 @@ def main(argv: list[str] | None = None) -> dict:
             summary["wall_time_s"],
             summary["global_step"],
             summary["stopped_reason"],
-            heldout_before,
-            heldout_after,
+            summary["heldout_reward_before"],
+            summary["heldout_reward_after"],
         )
         if push is not None:
             run = RunInfo(

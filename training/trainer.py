@@ -90,24 +90,30 @@ class StrictGRPOTrainer(
         return steps_into_batch >= self.args.steps_per_generation
 
     # ---- held-out reward ----------------------------------------------------------------------------------------
-    def evaluate_heldout(self) -> float:
-        """Mean reward of greedy completions on the held-out rows, with the current policy."""
+    def evaluate_heldout(self) -> dict[str, float]:
+        """Held-out reward of the current policy: `heldout/reward` (sampled as in training, fixed seed) and
+        `heldout/greedy_reward`."""
         rows = self.heldout_rows[: self.args.heldout_max_samples]
         model = self.accelerator.unwrap_model(self.model)
+        common = dict(
+            reward_weights=self.reward_weights.tolist(),
+            template_kwargs=self.chat_template_kwargs,
+            max_new_tokens=self.max_completion_length,
+        )
+        sampling = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
         with full_weights_for_generation(model, self.accelerator):
-            return heldout_reward(
-                model,
-                self.processing_class,
-                rows,
-                self.reward_funcs,
-                reward_weights=self.reward_weights.tolist(),
-                template_kwargs=self.chat_template_kwargs,
-                max_new_tokens=self.max_completion_length,
-            )
+            return {
+                "heldout/reward": heldout_reward(
+                    model, self.processing_class, rows, self.reward_funcs, **common, sampling=sampling,
+                    num_samples=self.args.heldout_samples_per_prompt, seed=self.args.seed,
+                ),
+                "heldout/greedy_reward": heldout_reward(model, self.processing_class, rows, self.reward_funcs, **common),
+            }
 
-    def record_heldout_reward(self) -> float:
-        """Score the held-out split now; the value joins the next log as `heldout/reward`."""
-        value = self.evaluate_heldout()
-        self.heldout_history.append({"step": self.state.global_step, "heldout/reward": value})
-        self._metrics["train"]["heldout/reward"].append(value)
-        return value
+    def record_heldout_reward(self) -> dict[str, float]:
+        """Score the held-out split now; the values join the next log and the held-out history."""
+        values = self.evaluate_heldout()
+        self.heldout_history.append({"step": self.state.global_step, **values})
+        for name, value in values.items():
+            self._metrics["train"][name].append(value)
+        return values

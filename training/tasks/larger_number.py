@@ -1,11 +1,11 @@
-"""The bundled task: "Which number is larger: 37 or 52? Answer with the number only."
+"""The bundled task: "Which number is larger: 37 or 52? Answer with: The larger number is N."
 
-Each row carries the `answer` and a `demonstration`: the completion a chatty teacher wrote, the bare number for half
-of the rows and a sentence around it ("The larger number is 52.") for the other half. The supervised warm start
-imitates the demonstrations, so GRPO starts from a policy that is often right but follows the "number only"
-instruction only sometimes; the verifiers reward a correct number and, separately, a completion that is nothing
-but the number. The splits are generated once (`python -m training.tasks.larger_number`) and shipped under
-`data/larger_number/`; train and held-out share no number pair.
+Each row carries the `answer` and a `demonstration`: the completion a careless teacher wrote, the requested sentence
+("The larger number is 52.") for half of the rows and the bare number for the other half. The supervised warm start
+imitates the demonstrations, so GRPO starts from a policy that is sometimes right and follows the answer format only
+sometimes; the verifiers reward a correct number and, separately, the requested format. The splits are generated
+once (`python -m training.tasks.larger_number`) and shipped under `data/larger_number/`; train and held-out share no
+number pair.
 """
 
 from __future__ import annotations
@@ -17,19 +17,20 @@ import re
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "larger_number"
-QUESTION = "Which number is larger: {a} or {b}? Answer with the number only."
+QUESTION = "Which number is larger: {a} or {b}? Answer with: The larger number is N."
 _NUMBER = re.compile(r"-?\d+")
 
 
-VERBOSE = "The larger number is {answer}."
+ANSWER_FORMAT = "The larger number is {answer}."
+ANSWER_PATTERN = re.compile(r"The larger number is -?\d+\.")
 
 
-def make_row(a: int, b: int, verbose: bool) -> dict:
+def make_row(a: int, b: int, follows_format: bool) -> dict:
     answer = str(max(a, b))
     return {
         "prompt": [{"role": "user", "content": QUESTION.format(a=a, b=b)}],
         "answer": answer,
-        "demonstration": VERBOSE.format(answer=answer) if verbose else answer,
+        "demonstration": ANSWER_FORMAT.format(answer=answer) if follows_format else answer,
     }
 
 
@@ -41,7 +42,7 @@ def make_splits(seed: int = 0, n_train: int = 2000, n_heldout: int = 200) -> tup
     blocked = {frozenset(p) for p in heldout_pairs}
     train_pairs = [p for p in pairs[n_heldout:] if frozenset(p) not in blocked][:n_train]
     styles = random.Random(seed + 1)
-    rows = [make_row(a, b, verbose=styles.random() < 0.5) for a, b in train_pairs + heldout_pairs]
+    rows = [make_row(a, b, follows_format=styles.random() < 0.5) for a, b in train_pairs + heldout_pairs]
     return rows[: len(train_pairs)], rows[len(train_pairs) :]
 
 

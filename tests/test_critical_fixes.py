@@ -1,0 +1,61 @@
+"""The critical-fixes check passes on this tree, and fails, naming the check, when any one fix is reverted."""
+
+import pytest
+import torch
+from trl import GRPOTrainer
+
+import training.flags
+import training.health
+import training.record_at_sample
+import training.reference
+from training.scripts import critical_fixes
+from training.trainer import StrictGRPOTrainer
+from training.value_head_mixin import ValueHeadMixin
+
+
+def _last_line(capsys) -> str:
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_all_checks_pass(capsys):
+    assert critical_fixes.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == f"{len(critical_fixes.CHECKS)} passed, 0 failed"
+    assert "FAIL" not in out
+
+
+def _recompute_old_logps_at_loss_time(self, model, inputs):
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    with torch.no_grad():
+        current, _, _ = GRPOTrainer._get_per_token_logps_and_entropies(
+            self, model, ids, mask, inputs["completion_ids"].size(1)
+        )
+    inputs["old_per_token_logps"] = current
+    return _original_compute_loss(self, model, inputs)
+
+
+_original_compute_loss = StrictGRPOTrainer._compute_loss
+
+
+def _reverts():
+    """(check name, what to patch, replacement): each replacement undoes one fix."""
+    return [
+        ("strict_trajectory_keys", (training.record_at_sample, "check_generation_batch"), lambda *a, **k: None),
+        ("value_head_trains", (ValueHeadMixin, "create_optimizer"),
+         lambda self, model=None: GRPOTrainer.create_optimizer(self, model)),
+        ("reference_sync_zero_diffs", (training.reference, "sync_reference"), lambda pairs, alpha: None),
+        ("detectors_fire_on_broken_runs", (training.health, "detect"),
+         lambda logs, reuse_pass: {name: False for name in training.health.ADVICE}),
+        ("sample_time_ratio_second_pass", (StrictGRPOTrainer, "_compute_loss"), _recompute_old_logps_at_loss_time),
+        ("strict_flags_validated", (training.flags, "_float_flag"), lambda name, raw, low, high: float(raw)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,target,replacement", _reverts(), ids=[r[0] for r in _reverts()])
+def test_reverting_a_fix_fails_its_check(name, target, replacement, monkeypatch, capsys):
+    monkeypatch.setattr(*target, replacement)
+    assert critical_fixes.main(["--only", name]) == 1
+    out = capsys.readouterr().out
+    assert f"{name}" in out and "FAIL" in out
+    assert out.strip().splitlines()[-1] == "0 passed, 1 failed"
