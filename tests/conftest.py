@@ -49,7 +49,7 @@ def make_trainer(tiny_model_dir, task_rows, tmp_path):
     from training.config import StrictGRPOConfig
     from training.trainer import StrictGRPOTrainer
 
-    def build(rows=None, reward_funcs=None, peft=True, flags=None, model=None, **overrides):
+    def build(rows=None, reward_funcs=None, peft=True, flags=None, model=None, environment_factory=None, **overrides):
         settings = dict(
             output_dir=str(tmp_path / "out"),
             use_cpu=True,
@@ -79,6 +79,41 @@ def make_trainer(tiny_model_dir, task_rows, tmp_path):
             train_dataset=Dataset.from_list(rows or task_rows[:64]),
             peft_config=peft_config,
             flags=flags,
+            environment_factory=environment_factory,
         )
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def workspace_rows() -> list[dict]:
+    """Workspace `post_message` train rows with the agent's system prompt (the shortest forced calls)."""
+    from training.data import load_rows
+    from training.envs.prompting import render_system_prompt, with_system_prompt
+    from training.envs.workspace import WorkspaceEnv
+
+    rows = [r for r in load_rows("data/workspace/train.jsonl") if r["task"] == "post_message"]
+    return with_system_prompt(rows, render_system_prompt("prompts/workspace_agent.jinja", WorkspaceEnv))
+
+
+@pytest.fixture
+def make_env_trainer(make_trainer, workspace_rows):
+    """`make_trainer` with the workspace environment (its goal checker joins the length reward) and tool-sized
+    completions."""
+    from training.envs.workspace import WorkspaceEnv
+
+    torch.set_num_threads(1)  # ~800-token tool prompts on 2 shared cores: one thread is several times faster
+
+    def build(**overrides):
+        settings = dict(
+            rows=workspace_rows[:16],
+            environment_factory=WorkspaceEnv,
+            per_device_train_batch_size=4,
+            num_generations=2,
+            max_completion_length=72,
+            max_tool_calling_iterations=2,
+        )
+        settings.update(overrides)
+        return make_trainer(**settings)
 
     return build

@@ -14,13 +14,19 @@ from training.callbacks import (
 )
 from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
+from training.envs.tool_mixin import ToolCallMixin
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
+from training.forcing import ForcedToolCallMixin
 
 logger = logging.getLogger(__name__)
 
 
-class StrictGRPOTrainer(GRPOTrainer):
+class StrictGRPOTrainer(
+    ForcedToolCallMixin,  # before any mixin overriding _generate_single_turn: it rewrites forced first turns
+    ToolCallMixin,
+    GRPOTrainer,
+):
     """GRPO with LoRA that makes silent failures loud.
 
     Args beyond `GRPOTrainer`'s:
@@ -63,6 +69,8 @@ class StrictGRPOTrainer(GRPOTrainer):
     # ---- held-out reward ----------------------------------------------------------------------------------------
     def evaluate_heldout(self) -> float:
         """Mean reward of greedy completions on the held-out rows, with the current policy."""
+        if self.environment_factories is not None:  # tool agents: goal success of greedy episodes (envs/tool_mixin)
+            return self.evaluate_environment_heldout()
         rows = self.heldout_rows[: self.args.heldout_max_samples]
         return heldout_reward(
             self.accelerator.unwrap_model(self.model),
