@@ -112,3 +112,23 @@ def test_optional_supervised_term_trains_on_forced_tokens_only(forced_batch):
     assert math.isfinite(sft) and sft > 0 and loss.item() != 0.0
     loss.backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in trainer.model.named_parameters() if "lora_" in n)
+
+
+def test_policy_logps_of_forced_tokens_match_the_trainers_forward(make_env_trainer):
+    """What replaces sample-time log-probs of forced tokens when a sampler records them (vLLM, record-at-sample):
+    batched and padded, they agree with the trainer's own log-probs of each sequence alone and with a plain forward
+    (to a few 1e-3: left padding shifts positions as in TRL's own padded forward, and TRL's fused head differs)."""
+    trainer = make_env_trainer()
+    prompts, completions = [[5, 6, 7], [8, 9]], [[10, 11], [12, 13, 14]]
+    got = trainer._policy_logps(prompts, completions)
+    assert [len(x) for x in got] == [2, 3]
+    for prompt, completion, logps in zip(prompts, completions, got):
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            alone, _, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.model, ids, torch.ones_like(ids), len(completion)
+            )
+            logits = trainer.model(input_ids=ids).logits[0] / trainer.temperature
+        plain = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)[range(len(completion)), completion]
+        assert torch.allclose(torch.tensor(logps), alone[0], atol=5e-3)
+        assert torch.allclose(torch.tensor(logps), plain, atol=5e-3)

@@ -85,12 +85,15 @@ def environment_success(
                     for i in active
                 ]
                 width = max(len(p) for p in prompt_ids)
+                room = model.config.max_position_embeddings - width
+                if room <= 0:  # the conversation outgrew the model's context: these episodes end here
+                    break
                 input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + list(p) for p in prompt_ids])
                 attention = (torch.arange(width) >= torch.tensor([[width - len(p)] for p in prompt_ids])).long()
                 out = model.generate(
                     input_ids=input_ids.to(model.device),
                     attention_mask=attention.to(model.device),
-                    max_new_tokens=max_new_tokens,
+                    max_new_tokens=min(max_new_tokens, room),
                     do_sample=False,
                 )
                 still_active = []

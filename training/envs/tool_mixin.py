@@ -52,6 +52,7 @@ class ToolCallMixin:
             chat_template=self.chat_template,
             template_kwargs=self.chat_template_kwargs,
             max_new_tokens=self.max_completion_length,
+            max_turns=min(self.max_tool_calling_iterations, self.args.max_tool_calls_per_episode) + 1,
             max_tool_calls=self.args.max_tool_calls_per_episode,
         )
         self.heldout_tool_errors = dict(counts)

@@ -23,10 +23,14 @@ CHANNELS = ("general", "eng", "ops", "sales", "design")
 TEXTS = (
     "deploy done", "build green", "standup at ten", "release is out", "tests pass", "server is back",
     "meeting moved", "docs updated", "lunch is here", "demo at noon", "fix merged", "backup done",
+    "on call now", "patch is live", "all clear", "db migrated", "review done", "keys rotated",
+    "alert fixed", "sprint starts", "retro at four", "logs cleaned", "cert renewed", "cache warmed",
 )
 TITLES = (
     "Login bug", "Slow search", "Broken link", "Crash on save", "Typo on home", "Missing icon",
     "Export fails", "Old logo", "Dark mode", "Email bounce", "Bad date", "Cache stale",
+    "Slow login", "Broken export", "Crash on load", "Typo in menu", "Missing logo", "Search fails",
+    "Old icon", "Light mode", "Email delay", "Bad link", "Date stale", "Save fails",
 )
 # The keyword in the request decides the priority; the model has to learn the mapping.
 PRIORITY_WORDS = {"urgent": "high", "blocking": "high", "minor": "low", "someday": "low", "soon": "medium"}
