@@ -109,3 +109,17 @@ def test_misspelled_tool_in_prompt_stops_the_run(tmp_path, monkeypatch):
         train.main(["--config", "recipes/tool_agent_cpu.yaml", "--system_prompt_file", str(prompt),
                     "--output_dir", str(tmp_path / "out")])
     assert "'slack_send_message'" in str(err.value) and "'send_slack_message'" in str(err.value)
+
+
+def test_reference_tool_call_reward_needs_a_well_formed_call_to_the_right_tool():
+    from training.envs.rewards import reference_tool_call_reward
+
+    ref = json.dumps([{"name": "send_slack_message", "arguments": {"channel": "eng", "text": "x"}}])
+
+    def turn(name):
+        return [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": name, "arguments": {}}}]}]
+
+    completions = [turn("send_slack_message"), turn("create_ticket"), turn("invalid_tool_call"),
+                   [{"role": "assistant", "content": "Done."}]]
+    assert reference_tool_call_reward(completions, [ref] * 4) == [1.0, 0.0, 0.0, 0.0]

@@ -121,17 +121,24 @@ class ForcedToolCallMixin:
 
     @torch.no_grad()
     def _policy_logps(self, prompts: list[list[int]], completions: list[list[int]]) -> list[list[float]]:
-        """Per-token log-probs of `completions` after `prompts` under the current policy (sampling temperature)."""
+        """Per-token log-probs of `completions` after `prompts` under the current policy, at the sampling temperature.
+
+        A plain forward of the unwrapped model, not `_get_per_token_logps_and_entropies`: mixins answer that one
+        from recorded log-probs while a generation batch is being scored, which is exactly when this runs."""
         device = self.accelerator.device
         pad_id = self._tokenizer.pad_token_id
-        p = pad([torch.tensor(x) for x in prompts], padding_value=pad_id, padding_side="left").to(device)
+        p = pad([torch.tensor(x) for x in prompts], padding_value=pad_id, padding_side="left")
         pm = pad([torch.ones(len(x), dtype=torch.long) for x in prompts], padding_value=0, padding_side="left")
-        c = pad([torch.tensor(x) for x in completions], padding_value=pad_id, padding_side="right").to(device)
+        c = pad([torch.tensor(x) for x in completions], padding_value=pad_id, padding_side="right")
         cm = pad([torch.ones(len(x), dtype=torch.long) for x in completions], padding_value=0, padding_side="right")
-        attention = torch.cat([pm, cm], dim=1).to(device)
-        logps, _, _ = self._get_per_token_logps_and_entropies(
-            self.model, torch.cat([p, c], dim=1), attention, c.size(1), batch_size=len(prompts)
-        )
+        model = self.accelerator.unwrap_model(self.model)
+        logits = model(
+            input_ids=torch.cat([p, c], dim=1).to(device),
+            attention_mask=torch.cat([pm, cm], dim=1).to(device),
+            logits_to_keep=c.size(1) + 1,
+        ).logits[:, :-1]
+        logps = torch.log_softmax(logits.float() / self.temperature, dim=-1)
+        logps = logps.gather(-1, c.to(device).unsqueeze(-1)).squeeze(-1)
         return [row[: len(x)].tolist() for row, x in zip(logps, completions, strict=True)]
 
     # ---- the generation batch: `forced` per sample, forced rows out of the loss mask -------------------------------

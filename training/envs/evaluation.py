@@ -6,7 +6,7 @@ import inspect
 from collections import Counter
 
 import torch
-from trl.chat_template_utils import parse_response
+from trl.chat_template_utils import add_response_schema, parse_response
 
 from training.envs.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 
@@ -54,6 +54,8 @@ def environment_success(
     turn without tool calls or after `max_turns` turns. The model is left in the mode it was in.
     """
     template_kwargs = template_kwargs or {}
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        tokenizer = add_response_schema(tokenizer)  # as GRPOTrainer does for tool runs, so tool calls can be parsed
     install_strict_parsing(tokenizer)
     was_training = model.training
     model.eval()

@@ -106,7 +106,7 @@ def strict_parse_response(original: Callable, tokenizer) -> Callable:
         try:
             given = {k: v for k, v in (("prefix", prefix), ("tools", tools)) if v is not None}
             parsed = original(ids, **given, **kwargs)
-        except Exception:  # noqa: BLE001 - any parser failure on tool-call markup is bad JSON, reported below
+        except (ValueError, TypeError):  # what the parser raises on malformed markup (TRL catches the same two)
             parsed = None
         known = sorted(tool_name(t) for t in tools) if tools is not None else None
         checked = check_tool_calls(parsed, text, known)

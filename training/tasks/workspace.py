@@ -20,18 +20,12 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "workspace"
 FINAL_ANSWER = "Done."
 
 CHANNELS = ("general", "eng", "ops", "sales", "design")
-TEXTS = (
-    "deploy done", "build green", "standup at ten", "release is out", "tests pass", "server is back",
-    "meeting moved", "docs updated", "lunch is here", "demo at noon", "fix merged", "backup done",
-    "on call now", "patch is live", "all clear", "db migrated", "review done", "keys rotated",
-    "alert fixed", "sprint starts", "retro at four", "logs cleaned", "cert renewed", "cache warmed",
-)
-TITLES = (
-    "Login bug", "Slow search", "Broken link", "Crash on save", "Typo on home", "Missing icon",
-    "Export fails", "Old logo", "Dark mode", "Email bounce", "Bad date", "Cache stale",
-    "Slow login", "Broken export", "Crash on load", "Typo in menu", "Missing logo", "Search fails",
-    "Old icon", "Light mode", "Email delay", "Bad link", "Date stale", "Save fails",
-)
+# Small vocabularies: the held-out split is new (channel, text) and (title, keyword) pairs of parts the train split
+# shows often, so a ~0.5M-parameter model can get some right; larger ones leave it at zero held-out success.
+TEXTS = ("deploy done", "build green", "tests pass", "fix merged", "backup done", "all clear", "demo at noon",
+         "docs updated")
+TITLES = ("Login bug", "Slow search", "Broken link", "Crash on save", "Missing icon", "Export fails", "Old logo",
+          "Email bounce")
 # The keyword in the request decides the priority; the model has to learn the mapping.
 PRIORITY_WORDS = {"urgent": "high", "blocking": "high", "minor": "low", "someday": "low", "soon": "medium"}
 
@@ -48,7 +42,7 @@ def post_row(channel: str, text: str) -> dict:
 
 def ticket_row(title: str, word: str) -> dict:
     priority = PRIORITY_WORDS[word]
-    call = {"name": "create_ticket", "arguments": {"title": title, "body": f"{word}: {title}", "priority": priority}}
+    call = {"name": "create_ticket", "arguments": {"title": title, "body": word, "priority": priority}}
     return {
         "prompt": [{"role": "user", "content": f"Open a ticket '{title}', it is {word}."}],
         "task": "create_ticket",
@@ -57,7 +51,7 @@ def ticket_row(title: str, word: str) -> dict:
     }
 
 
-def make_splits(seed: int = 0, heldout_fraction: float = 0.2) -> tuple[list[dict], list[dict]]:
+def make_splits(seed: int = 0, heldout_fraction: float = 0.25) -> tuple[list[dict], list[dict]]:
     rng = random.Random(seed)
     posts = [(c, t) for c in CHANNELS for t in TEXTS]
     tickets = [(t, w) for t in TITLES for w in PRIORITY_WORDS]
