@@ -55,3 +55,32 @@ def launched_cpu_run(tmp_path_factory, tiny_model_dir) -> dict:
     from tests.support.launched_run import run_launch_cpu
 
     return run_launch_cpu(tmp_path_factory.mktemp("launched"))
+
+
+@pytest.fixture(scope="session")
+def workspace_rows() -> list[dict]:
+    """Workspace `post_message` train rows with the agent's system prompt (the shortest forced calls)."""
+    from training.tiny_trainer import workspace_post_rows
+
+    return workspace_post_rows()
+
+
+@pytest.fixture
+def make_env_trainer(make_trainer, workspace_rows):
+    """`make_trainer` with the workspace environment (its goal checker joins the length reward) and tool-sized
+    completions."""
+    from training.envs.workspace import WorkspaceEnv
+
+    def build(**overrides):
+        settings = dict(
+            rows=workspace_rows[:16],
+            environment_factory=WorkspaceEnv,
+            per_device_train_batch_size=4,
+            num_generations=2,
+            max_completion_length=72,
+            max_tool_calling_iterations=2,
+        )
+        settings.update(overrides)
+        return make_trainer(**settings)
+
+    return build

@@ -4,10 +4,12 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
+import training.envs.tool_names
 import training.flags
 import training.health
 import training.record_at_sample
 import training.reference
+from training.forcing import ForcedToolCallMixin
 from training.scripts import critical_fixes
 from training.trainer import StrictGRPOTrainer
 from training.value_head_mixin import ValueHeadMixin
@@ -36,12 +38,23 @@ def _recompute_old_logps_at_loss_time(self, model, inputs):
 
 
 _original_compute_loss = StrictGRPOTrainer._compute_loss
+_original_forcing = ForcedToolCallMixin._generate_and_score_completions
+
+
+def _forced_rows_left_in_the_loss(self, inputs):
+    batch = _original_forcing(self, inputs)
+    if "tool_mask" in batch:
+        batch["tool_mask"][batch["forced"]] = batch["completion_mask"][batch["forced"]]
+    return batch
 
 
 def _reverts():
     """(check name, what to patch, replacement): each replacement undoes one fix."""
     return [
         ("strict_trajectory_keys", (training.record_at_sample, "check_generation_batch"), lambda *a, **k: None),
+        ("no_forced_samples_in_rl", (ForcedToolCallMixin, "_generate_and_score_completions"),
+         _forced_rows_left_in_the_loss),
+        ("tool_names_consistent", (training.envs.tool_names, "check_tool_names"), lambda *a, **k: None),
         ("value_head_trains", (ValueHeadMixin, "create_optimizer"),
          lambda self, model=None: GRPOTrainer.create_optimizer(self, model)),
         ("reference_sync_zero_diffs", (training.reference, "sync_reference"), lambda pairs, alpha: None),

@@ -157,6 +157,21 @@ class StrictGRPOConfig(GRPOConfig):
             "batch is filled with zero-variance groups and `dynamic_sampling/unfilled_groups` says how many."
         },
     )
+    # ---- tool agents: assisted calls, call budget (training/forcing.py, training/envs/; docs/tool_agent.md) ----
+    forced_sft_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of a supervised term on the forced (assisted) tool-call tokens, next to the on-policy "
+            "loss that never contains them. 0 disables it (the default)."
+        },
+    )
+    max_tool_calls_per_episode: int = field(
+        default=4,
+        metadata={
+            "help": "Tool calls allowed per rollout; later calls get a `too_many_turns` tool error back and are "
+            "counted under `tools/malformed/too_many_turns`."
+        },
+    )
 
 
 @dataclass
@@ -185,4 +200,22 @@ class StrictScriptArguments:
     warm_start_lr: float = field(default=3e-3, metadata={"help": "Learning rate of the supervised warm start."})
     model_seed: int = field(
         default=0, metadata={"help": "Initialisation seed of the offline tiny Qwen3 (`tiny-qwen3` model only)."}
+    )
+    environment_factory: str | None = field(
+        default=None,
+        metadata={
+            "help": "Tool-use environment as a dotted path to a class or factory (e.g. "
+            "`training.envs.workspace.WorkspaceEnv`), passed to TRL's `environment_factory`. None: no tools."
+        },
+    )
+    system_prompt_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "Jinja system prompt prepended to every row when an environment is set; rendered with `tools` = "
+            "the environment's tool schemas. Every tool name it mentions is checked against the environment."
+        },
+    )
+    tool_names: list[str] | None = field(
+        default=None,
+        metadata={"help": "Tools the recipe expects; when given, must equal the environment's tools exactly."},
     )

@@ -22,10 +22,10 @@ logger = logging.getLogger(__name__)
 
 
 def ratio_statistics(per_token_logps: torch.Tensor, old_per_token_logps: torch.Tensor, mask: torch.Tensor) -> dict:
-    """Mean, std, min and max of exp(logp - old_logp) over the tokens where `mask` is 1."""
+    """Mean, std, min and max of exp(logp - old_logp) over the tokens where `mask` is 1 (empty when none is)."""
     ratio = torch.exp(per_token_logps.detach() - old_per_token_logps)[mask.bool()]
-    if ratio.numel() == 0:
-        raise ValueError("ratio statistics over an empty completion mask: no completion token is in the loss")
+    if ratio.numel() == 0:  # every token masked out of the loss (e.g. all samples forced): there is no ratio
+        return {}
     return {
         "ratio/mean": ratio.mean().item(),
         "ratio/std": ratio.std(unbiased=False).item(),
@@ -164,6 +164,8 @@ class RecordAtSampleMixin:
         old = per_token_logps.detach() if old is None else old
         mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
         stats = ratio_statistics(per_token_logps, old, mask)
+        if not stats:
+            self._metrics[mode]["ratio/empty_loss_mask"].append(1.0)
         for name, value in stats.items():
             self._metrics[mode][name].append(value)
 

@@ -27,6 +27,7 @@ def build_tiny_trainer(
     peft: bool = True,
     flags: StrictFlags | None = None,
     model: str | None = None,
+    environment_factory=None,
     **overrides,
 ) -> StrictGRPOTrainer:
     """Keyword arguments override the `StrictGRPOConfig` fields below (fp32, CPU, 2 steps, logging every step)."""
@@ -60,4 +61,33 @@ def build_tiny_trainer(
         train_dataset=Dataset.from_list(rows or load_rows(TASK_TRAIN)[:64]),
         peft_config=peft_config,
         flags=flags,
+        environment_factory=environment_factory,
     )
+
+
+WORKSPACE_TRAIN = "data/workspace/train.jsonl"
+AGENT_PROMPT = "prompts/workspace_agent.jinja"
+
+
+def workspace_post_rows() -> list[dict]:
+    """Workspace `post_message` train rows with the agent's system prompt (the shortest forced calls)."""
+    from training.envs.prompting import render_system_prompt, with_system_prompt
+    from training.envs.workspace import WorkspaceEnv
+
+    rows = [r for r in load_rows(WORKSPACE_TRAIN) if r["task"] == "post_message"]
+    return with_system_prompt(rows, render_system_prompt(AGENT_PROMPT, WorkspaceEnv))
+
+
+def build_tiny_env_trainer(output_dir: str, rows: list[dict] | None = None, **overrides) -> StrictGRPOTrainer:
+    """`build_tiny_trainer` on the workspace environment (its goal checker joins the length reward), tool-sized."""
+    from training.envs.workspace import WorkspaceEnv
+
+    settings = dict(
+        environment_factory=WorkspaceEnv,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=72,
+        max_tool_calling_iterations=2,
+    )
+    settings.update(overrides)
+    return build_tiny_trainer(output_dir, rows=rows or workspace_post_rows()[:16], **settings)

@@ -13,16 +13,20 @@ import time
 from pathlib import Path
 
 import yaml
+from datasets import Dataset
 from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 
 from training.config import StrictGRPOConfig, StrictScriptArguments
 from training.data import load_prompt_dataset, load_rows
+from training.envs.prompting import render_system_prompt, with_system_prompt
+from training.envs.tool_names import check_tool_names, environment_tool_names
 from training.flags import read_flags
 from training.hub import HubPushError, RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
 from training.report import library_versions, plot_reward_curve, write_run_summary
 from training.trainer import StrictGRPOTrainer
 from training.warm_start import supervised_warm_start
+from training.warm_start_tools import trace_warm_start
 
 logger = logging.getLogger("training.train")
 
@@ -84,6 +88,29 @@ def import_reward(dotted: str):
         raise RecipeError(f"reward_funcs entry {dotted!r} cannot be imported: {err}") from None
 
 
+def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict]):
+    """Import the recipe's environment, put the rendered system prompt in front of every row, and check every tool
+    name the prompt, the recipe and the tasks mention against it. Returns (factory, train rows, held-out rows)."""
+    module_name, _, attr = script_args.environment_factory.rpartition(".")
+    factory = getattr(importlib.import_module(module_name), attr, None) if module_name else None
+    if not callable(factory):
+        raise RecipeError(f"environment_factory {script_args.environment_factory!r} is not an importable callable")
+    env_cls = type(factory())
+    prompts = {}
+    if script_args.system_prompt_file:
+        system_prompt = render_system_prompt(script_args.system_prompt_file, env_cls)
+        prompts[script_args.system_prompt_file] = system_prompt
+        train_rows = with_system_prompt(train_rows, system_prompt)
+        heldout_rows = with_system_prompt(heldout_rows, system_prompt) if heldout_rows else heldout_rows
+    check_tool_names(
+        environment_tool_names(env_cls),
+        prompts=prompts,
+        recipe_tools=script_args.tool_names,
+        task_rows={script_args.train_file: train_rows, str(script_args.heldout_file): heldout_rows},
+    )
+    return factory, train_rows, heldout_rows
+
+
 def resolve_resume(args: StrictGRPOConfig) -> str | bool | None:
     """`--resume_from_checkpoint true` means the newest checkpoint in output_dir; a path must exist."""
     resume = args.resume_from_checkpoint
@@ -108,6 +135,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     train_dataset = load_prompt_dataset(script_args.train_file)
     heldout_rows = load_rows(script_args.heldout_file) if script_args.heldout_file else []
+    env_factory = None
+    if script_args.environment_factory:
+        env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
+        train_dataset = Dataset.from_list(train_rows)
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
     template_kwargs = dict(training_args.chat_template_kwargs or {})
 
@@ -115,7 +146,18 @@ def main(argv: list[str] | None = None) -> dict:
     # first and the other ranks then load them, instead of racing to write the same files.
     with training_args.main_process_first(desc="building the cached model and warm start"):
         model_path = resolve_model_path(model_args.model_name_or_path, seed=script_args.model_seed)
-        if script_args.warm_start_steps > 0:
+        if script_args.warm_start_steps > 0 and env_factory is not None:
+            logger.info("Tool-trace warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
+            model_path = trace_warm_start(
+                model_path,
+                train_dataset.to_list(),
+                env_factory,
+                steps=script_args.warm_start_steps,
+                lr=script_args.warm_start_lr,
+                seed=script_args.model_seed,
+                template_kwargs=template_kwargs,
+            )
+        elif script_args.warm_start_steps > 0:
             logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
             model_path = supervised_warm_start(
                 model_path,
@@ -141,6 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
         peft_config=get_peft_config(model_args),
         flags=flags,
         heldout_rows=heldout_rows,
+        environment_factory=env_factory,
     )
     if trainer.accelerator.is_main_process:
         logger.info("Strict flags: %s", flags.as_env())
@@ -202,7 +245,7 @@ def cli() -> None:
     except (ValueError, FileNotFoundError) as err:
         # Bad input: one clear line naming the key, column, row, flag or path; nothing has been trained yet.
         bad_input = (RecipeError, HubPushError, FileNotFoundError)
-        if isinstance(err, bad_input) or type(err).__name__ in ("DatasetError", "FlagError"):
+        if isinstance(err, bad_input) or type(err).__name__ in ("DatasetError", "FlagError", "ToolNameError"):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         raise

@@ -16,8 +16,10 @@ from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
 from training.distributed import full_weights_for_generation
 from training.dynamic_sampling import DynamicSamplingMixin
+from training.envs.tool_mixin import ToolCallMixin
 from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
+from training.forcing import ForcedToolCallMixin
 from training.health import HealthMonitorCallback
 from training.record_at_sample import RecordAtSampleMixin
 from training.reference import ReferenceAdapterMixin
@@ -29,11 +31,14 @@ logger = logging.getLogger(__name__)
 
 
 # Order matters where two features override the same method: dynamic sampling calls everything after it once per
-# sampling round, so each round gets its own record-at-sample log-probs, schema check, rewards and value targets.
+# sampling round, so each round gets its own forcing plan, record-at-sample log-probs, schema check, rewards and
+# value targets; forcing rewrites forced first turns before record-at-sample records the sampled ones.
 class StrictGRPOTrainer(
     ZeroStdWatchMixin,
     DynamicSamplingMixin,
     RewardChecksMixin,
+    ForcedToolCallMixin,
+    ToolCallMixin,
     RecordAtSampleMixin,
     ReferenceAdapterMixin,
     ValueHeadMixin,
@@ -93,6 +98,8 @@ class StrictGRPOTrainer(
     def evaluate_heldout(self) -> dict[str, float]:
         """Held-out reward of the current policy: `heldout/reward` (sampled as in training, fixed seed) and
         `heldout/greedy_reward`."""
+        if self.environment_factories is not None:  # tool agents: goal success of greedy episodes (envs/tool_mixin)
+            return {"heldout/reward": self.evaluate_environment_heldout()}
         rows = self.heldout_rows[: self.args.heldout_max_samples]
         model = self.accelerator.unwrap_model(self.model)
         common = dict(

@@ -40,7 +40,7 @@ def launch_two_ranks(
         "tests/support/two_process_driver.py",
         "--config", "recipes/tiny_cpu.yaml",
         "--output_dir", str(out_dir),
-        "--reward_funcs", "__main__.recording_reward",
+        "--reward_funcs", "__main__.recording_reward", "--reward_weights", "1.0",
         "--warm_start_steps", "0",
         "--max_steps", str(MAX_STEPS),
         "--save_steps", "1",

@@ -76,11 +76,42 @@ def check_strict_trajectory_keys() -> str:
 
 
 def check_no_forced_in_rl() -> str:
-    raise CheckFailed("not wired yet")
+    from training.flags import read_flags
+    from training.tiny_trainer import build_tiny_env_trainer
+
+    default = build_tiny_env_trainer(_workdir("forced_default"), flags=read_flags({}), max_steps=1)
+    default.train()
+    rl = [row["forced/rl_fraction"] for row in _train_logs(default)]
+    expect(rl == [0.0], f"with the launchers' defaults forced/rl_fraction was {rl}, expected exactly [0.0]")
+
+    flags = read_flags({"FORCE_RATE": "1", "ASSIST_WARMUP": "1", "RL_DISABLE_FORCED": "1"})
+    assisted = build_tiny_env_trainer(_workdir("forced_assist"), flags=flags, max_steps=2)
+    assisted.train()
+    logs = _train_logs(assisted)
+    assist = [row["forced/assist_fraction"] for row in logs]
+    rl = [row["forced/rl_fraction"] for row in logs]
+    expect(assist == [1.0, 0.0], f"FORCE_RATE=1 ASSIST_WARMUP=1: forced/assist_fraction {assist}, expected [1, 0]")
+    expect(rl == [0.0, 0.0], f"forced samples reached the on-policy loss: forced/rl_fraction {rl}")
+    return "defaults: rl_fraction 0.0; FORCE_RATE=1 ASSIST_WARMUP=1: assisted [1, 0], rl_fraction [0, 0]"
 
 
 def check_tool_names_consistent() -> str:
-    raise CheckFailed("not wired yet")
+    from training.envs.prompting import render_system_prompt
+    from training.envs.tool_names import ToolNameError, check_tool_names, environment_tool_names
+    from training.envs.workspace import WorkspaceEnv
+    from training.tiny_trainer import AGENT_PROMPT
+
+    tools = environment_tool_names(WorkspaceEnv)
+    prompt = render_system_prompt(AGENT_PROMPT, WorkspaceEnv)
+    check_tool_names(tools, prompts={AGENT_PROMPT: prompt})
+    misspelled = prompt.replace("send_slack_message", "slack_send_message")
+    try:
+        check_tool_names(tools, prompts={AGENT_PROMPT: misspelled})
+    except ToolNameError as err:
+        expect("'slack_send_message'" in str(err) and "'send_slack_message'" in str(err),
+               f"the error does not name both spellings: {err}")
+        return "bundled prompt consistent; 'slack_send_message' refused, naming 'send_slack_message'"
+    raise CheckFailed("a prompt advertising 'slack_send_message' passed the tool-name check")
 
 
 def _type_rows(n: int = 256) -> list[dict]:

@@ -1,0 +1,117 @@
+"""Held-out task success: greedy multi-turn episodes in the environment, scored by its goal checker."""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+
+import torch
+from trl.chat_template_utils import add_response_schema, parse_response
+
+from training.envs.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
+
+
+def environment_tools(env) -> dict:
+    """`{name: bound method}` of an environment instance, the tools TRL would expose for it."""
+    return {
+        name: getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    }
+
+
+def _run_calls(message: dict, tools: EpisodeTools) -> list[dict]:
+    """Tool messages answering an assistant message's calls; refusals come back as errors, as in training."""
+    out = []
+    table = tools.as_tool_dict()
+    for call in message["tool_calls"]:
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        try:
+            result = table[name](**arguments)
+        except ToolCallError as err:
+            result = {"error": str(err)}
+        out.append({"role": "tool", "name": name, "content": str(result)})
+    return out
+
+
+@torch.no_grad()
+def environment_success(
+    model,
+    tokenizer,
+    rows: list[dict],
+    env_factory,
+    chat_template: str | None = None,
+    template_kwargs: dict | None = None,
+    max_new_tokens: int = 64,
+    max_turns: int = 3,
+    max_tool_calls: int = 4,
+    batch_size: int = 32,
+) -> tuple[float, Counter]:
+    """Mean goal-checker reward of greedy episodes over `rows`, and the malformed-call counts seen on the way.
+
+    Each turn re-renders the conversation with `chat_template` (the trainer's prefix-preserving one), generates
+    up to `max_new_tokens`, parses tool calls, and runs them in the row's own environment; an episode ends at a
+    turn without tool calls or after `max_turns` turns. The model is left in the mode it was in.
+    """
+    template_kwargs = template_kwargs or {}
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        tokenizer = add_response_schema(tokenizer)  # as GRPOTrainer does for tool runs, so tool calls can be parsed
+    install_strict_parsing(tokenizer)
+    was_training = model.training
+    model.eval()
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    total, counts = 0.0, Counter()
+    try:
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            envs = [env_factory() for _ in chunk]
+            for env, row in zip(envs, chunk, strict=True):
+                env.reset(**row)
+            tools = [EpisodeTools(environment_tools(env), counts, max_tool_calls) for env in envs]
+            conversations = [list(row["prompt"]) for row in chunk]
+            active = list(range(len(chunk)))
+            for _ in range(max_turns):
+                if not active:
+                    break
+                prompt_ids = [
+                    tokenizer.apply_chat_template(
+                        conversations[i],
+                        tools=list(tools[i].tools.values()),
+                        chat_template=chat_template,
+                        add_generation_prompt=True,
+                        tokenize=True,
+                        return_dict=False,
+                        **template_kwargs,
+                    )
+                    for i in active
+                ]
+                width = max(len(p) for p in prompt_ids)
+                room = model.config.max_position_embeddings - width
+                if room <= 0:  # the conversation outgrew the model's context: these episodes end here
+                    break
+                input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + list(p) for p in prompt_ids])
+                attention = (torch.arange(width) >= torch.tensor([[width - len(p)] for p in prompt_ids])).long()
+                out = model.generate(
+                    input_ids=input_ids.to(model.device),
+                    attention_mask=attention.to(model.device),
+                    max_new_tokens=min(max_new_tokens, room),
+                    do_sample=False,
+                )
+                still_active = []
+                for k, i in enumerate(active):
+                    ids = out[k, width:].tolist()
+                    ids = ids[: ids.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in ids else ids
+                    message = parse_response(
+                        tokenizer, ids, prefix=list(prompt_ids[k]), tools=list(tools[i].tools.values())
+                    )
+                    conversations[i].append(message)
+                    if message.get("tool_calls"):
+                        conversations[i].extend(_run_calls(message, tools[i]))
+                        still_active.append(i)
+                active = still_active
+            total += sum(env.get_reward() for env in envs)
+    finally:
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return total / len(rows), counts
