@@ -68,19 +68,10 @@ def workspace_rows() -> list[dict]:
 @pytest.fixture
 def make_env_trainer(make_trainer, workspace_rows):
     """`make_trainer` with the workspace environment (its goal checker joins the length reward) and tool-sized
-    completions."""
-    from training.envs.workspace import WorkspaceEnv
+    completions (`training.tiny_trainer.env_settings`)."""
+    from training.tiny_trainer import env_settings
 
     def build(**overrides):
-        settings = dict(
-            rows=workspace_rows[:16],
-            environment_factory=WorkspaceEnv,
-            per_device_train_batch_size=4,
-            num_generations=2,
-            max_completion_length=72,
-            max_tool_calling_iterations=2,
-        )
-        settings.update(overrides)
-        return make_trainer(**settings)
+        return make_trainer(**{"rows": workspace_rows[:16], **env_settings(), **overrides})
 
     return build

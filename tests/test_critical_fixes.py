@@ -1,7 +1,6 @@
 """The critical-fixes check passes on this tree, and fails, naming the check, when any one fix is reverted."""
 
 import pytest
-import torch
 from trl import GRPOTrainer
 
 import training.envs.tool_names
@@ -9,6 +8,7 @@ import training.flags
 import training.health
 import training.record_at_sample
 import training.reference
+from tests.support.reverts import recompute_old_logps_at_loss_time
 from training.forcing import ForcedToolCallMixin
 from training.scripts import critical_fixes
 from training.trainer import StrictGRPOTrainer
@@ -26,18 +26,6 @@ def test_all_checks_pass(capsys):
     assert "FAIL" not in out
 
 
-def _recompute_old_logps_at_loss_time(self, model, inputs):
-    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-    mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-    with torch.no_grad():
-        current, _, _ = GRPOTrainer._get_per_token_logps_and_entropies(
-            self, model, ids, mask, inputs["completion_ids"].size(1)
-        )
-    inputs["old_per_token_logps"] = current
-    return _original_compute_loss(self, model, inputs)
-
-
-_original_compute_loss = StrictGRPOTrainer._compute_loss
 _original_forcing = ForcedToolCallMixin._generate_and_score_completions
 
 
@@ -60,7 +48,7 @@ def _reverts():
         ("reference_sync_zero_diffs", (training.reference, "sync_reference"), lambda pairs, alpha: None),
         ("detectors_fire_on_broken_runs", (training.health, "detect"),
          lambda logs, reuse_pass: {name: False for name in training.health.ADVICE}),
-        ("sample_time_ratio_second_pass", (StrictGRPOTrainer, "_compute_loss"), _recompute_old_logps_at_loss_time),
+        ("sample_time_ratio_second_pass", (StrictGRPOTrainer, "_compute_loss"), recompute_old_logps_at_loss_time),
         ("strict_flags_validated", (training.flags, "_float_flag"), lambda name, raw, low, high: float(raw)),
     ]  # fmt: skip
 

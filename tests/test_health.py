@@ -46,24 +46,10 @@ def test_healthy_run_fires_nothing_and_pinned_ratio_is_caught(make_trainer, monk
     assert [line["health/ratio_pinned"] for line in lines] == [0.0, 0.0]
 
     # Revert the fix: the "old" log-probs recomputed with the current policy right before the loss.
-    import torch
-    from trl import GRPOTrainer
-
+    from tests.support.reverts import recompute_old_logps_at_loss_time
     from training.trainer import StrictGRPOTrainer
 
-    original = StrictGRPOTrainer._compute_loss
-
-    def recompute_old(self, model, inputs):
-        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-        with torch.no_grad():
-            current, _, _ = GRPOTrainer._get_per_token_logps_and_entropies(
-                self, model, ids, mask, inputs["completion_ids"].size(1)
-            )
-        inputs["old_per_token_logps"] = current
-        return original(self, model, inputs)
-
-    monkeypatch.setattr(StrictGRPOTrainer, "_compute_loss", recompute_old)
+    monkeypatch.setattr(StrictGRPOTrainer, "_compute_loss", recompute_old_logps_at_loss_time)
     broken = make_trainer(num_iterations=2, max_steps=2, learning_rate=0.05, output_dir=str(tmp_path / "broken"))
     broken.train()
     lines = [json.loads(x) for x in (tmp_path / "broken" / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]

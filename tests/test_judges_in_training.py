@@ -112,9 +112,8 @@ def test_embedding_judge_recipe_parses_and_names_judges():
 
     script_args, training_args, _ = parse_args(["--config", "recipes/tiny_cpu_embedding_judge.yaml"])
     rewards = [import_reward(name) for name in script_args.reward_funcs]
-    assert rewards == [factories.embedding_judge_reward, factories.exact_match_reward]
-    assert training_args.reward_weights == [0.5, 1.0]
-    assert training_args.judge_kwargs == {
-        "embedding_judge": {"reference_column": "answer"},
-        "exact_match": {"reference_column": "answer"},
-    }
+    from training.rewards import answer_format_reward, exact_answer_reward
+
+    assert rewards == [factories.embedding_judge_reward, exact_answer_reward, answer_format_reward]
+    assert training_args.reward_weights == [0.5, 0.5, 0.5]
+    assert training_args.judge_kwargs == {"embedding_judge": {"reference_column": "answer"}}

@@ -1,11 +1,11 @@
 """The value head inside the trainer: same forward, in the optimizer and clipping, logged, exported, learns."""
 
-import random
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from training.tiny_trainer import label_reward, type_rows
 from training.value_head_mixin import VALUE_HEAD_FILE
 
 
@@ -99,24 +99,10 @@ def test_hybrid_advantages_are_group_normalised_per_token(make_trainer):
         assert adv.std(unbiased=False).item() == pytest.approx(1.0, abs=1e-3)
 
 
-def label_reward(completions, label, **kwargs):
-    return [float(x) for x in label]
-
-
 def test_value_head_learns_a_return_predictable_from_the_prompt(make_trainer):
     """Reward 1 when the prompt says "Type A", else 0: value loss falls, explained variance passes 0.5."""
-    rng = random.Random(0)
-    rows = [
-        {
-            "prompt": [
-                {"role": "user", "content": f"Type {'AB'[i % 2]}. Larger: {rng.randint(10, 99)} or {rng.randint(10, 99)}?"}
-            ],
-            "label": 1.0 if i % 2 == 0 else 0.0,
-        }
-        for i in range(256)
-    ]
     trainer = make_trainer(
-        rows=rows,
+        rows=type_rows(),
         reward_funcs=[label_reward],
         advantage_estimator="gae",
         gamma=1.0,

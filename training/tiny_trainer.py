@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from datasets import Dataset
 from peft import LoraConfig
 
@@ -18,6 +20,23 @@ TASK_TRAIN = "data/larger_number/train.jsonl"
 def length_reward(completions, **kwargs) -> list[float]:
     """A reward with spread even for an untrained model (shorter is better), so gradients are non-zero."""
     return [-float(len(completion_text(c))) for c in completions]
+
+
+def type_rows(n: int = 256) -> list[dict]:
+    """A synthetic task whose return is predictable from the prompt alone: `label` 1 for "Type A", 0 for "Type B"."""
+    rng = random.Random(0)
+    return [
+        {
+            "prompt": [{"role": "user", "content": f"Type {'AB'[i % 2]}. Larger: {rng.randint(10, 99)} or {rng.randint(10, 99)}?"}],
+            "label": 1.0 if i % 2 == 0 else 0.0,
+        }
+        for i in range(n)
+    ]
+
+
+def label_reward(completions, label, **kwargs) -> list[float]:
+    """The reward of `type_rows`: the row's label, whatever the completion."""
+    return [float(x) for x in label]
 
 
 def build_tiny_trainer(
@@ -78,16 +97,19 @@ def workspace_post_rows() -> list[dict]:
     return with_system_prompt(rows, render_system_prompt(AGENT_PROMPT, WorkspaceEnv))
 
 
-def build_tiny_env_trainer(output_dir: str, rows: list[dict] | None = None, **overrides) -> StrictGRPOTrainer:
-    """`build_tiny_trainer` on the workspace environment (its goal checker joins the length reward), tool-sized."""
+def env_settings() -> dict:
+    """Trainer settings for the workspace environment: its goal checker joins the reward, tool-sized completions."""
     from training.envs.workspace import WorkspaceEnv
 
-    settings = dict(
+    return dict(
         environment_factory=WorkspaceEnv,
         per_device_train_batch_size=4,
         num_generations=2,
         max_completion_length=72,
         max_tool_calling_iterations=2,
     )
-    settings.update(overrides)
-    return build_tiny_trainer(output_dir, rows=rows or workspace_post_rows()[:16], **settings)
+
+
+def build_tiny_env_trainer(output_dir: str, rows: list[dict] | None = None, **overrides) -> StrictGRPOTrainer:
+    """`build_tiny_trainer` on the workspace environment, tool-sized."""
+    return build_tiny_trainer(output_dir, rows=rows or workspace_post_rows()[:16], **{**env_settings(), **overrides})

@@ -12,7 +12,6 @@ import argparse
 import json
 import math
 import os
-import random
 import sys
 import tempfile
 import time
@@ -114,26 +113,12 @@ def check_tool_names_consistent() -> str:
     raise CheckFailed("a prompt advertising 'slack_send_message' passed the tool-name check")
 
 
-def _type_rows(n: int = 256) -> list[dict]:
-    rng = random.Random(0)
-    return [
-        {
-            "prompt": [{"role": "user", "content": f"Type {'AB'[i % 2]}. Larger: {rng.randint(10, 99)} or {rng.randint(10, 99)}?"}],
-            "label": 1.0 if i % 2 == 0 else 0.0,
-        }
-        for i in range(n)
-    ]
-
-
-def label_reward(completions, label, **kwargs) -> list[float]:
-    """The return is predictable from the prompt alone: 1 for "Type A" prompts, 0 for "Type B"."""
-    return [float(x) for x in label]
-
-
 def check_value_head_trains() -> str:
+    from training.tiny_trainer import label_reward, type_rows
+
     trainer = _trainer(
         "value",
-        rows=_type_rows(),
+        rows=type_rows(),
         reward_funcs=[label_reward],
         advantage_estimator="gae",
         gamma=1.0,

@@ -1,0 +1,144 @@
+"""Step time of StrictGRPOTrainer with record-at-sample against plain trl.GRPOTrainer, paired and alternating.
+
+    python benchmarks/record_at_sample_speed.py [--pairs 5] [--steps 6] [--write BENCHMARKS.md]
+
+Both trainers run the same recipe (LoRA, num_iterations=2, so TRL recomputes the old log-probs with one extra
+policy forward per generation batch; ours reuses the sampled ones) on two models: the offline tiny Qwen3 and a
+larger CPU-sized Qwen3 config with the same tokenizer. Each pair runs both variants back to back, the order
+alternating between pairs; a variant's step time is the mean of TRL's `step_time` over its generation batches after
+the first (each spans two steps).
+Reported: the median over pairs of (ours / TRL) and the range of those ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from peft import LoraConfig
+from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+from trl import GRPOConfig, GRPOTrainer
+
+from training.config import StrictGRPOConfig
+from training.data import load_rows
+from training.flags import read_flags
+from training.models import resolve_model_path
+from training.tiny_trainer import TASK_TRAIN, length_reward
+from training.trainer import StrictGRPOTrainer
+
+LARGER = dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8,
+              num_key_value_heads=4, head_dim=64)  # fmt: skip
+MARKER = "<!-- record_at_sample_speed -->"
+
+
+def larger_model_dir(tiny_dir: str) -> str:
+    out = Path(tempfile.gettempdir()) / "strict_grpo_bench_qwen3_512x8"
+    if not (out / "config.json").exists():
+        tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+        config = Qwen3Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True, **LARGER)  # fmt: skip
+        torch.manual_seed(0)
+        Qwen3ForCausalLM(config).save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    return str(out)
+
+
+def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> float:
+    common = dict(
+        output_dir=tempfile.mkdtemp(prefix=f"bench_{variant}_"), use_cpu=True, bf16=False,
+        gradient_checkpointing=False, seed=0, max_steps=steps, learning_rate=1e-3, per_device_train_batch_size=16,
+        num_generations=4, max_completion_length=16, num_iterations=2, logging_steps=1, save_strategy="no",
+        report_to="none", beta=0.0, chat_template_kwargs={"enable_thinking": False},
+    )  # fmt: skip
+    lora = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
+    dataset = Dataset.from_list(rows)
+    if variant == "strict":
+        trainer = StrictGRPOTrainer(model=model_dir, reward_funcs=[length_reward], train_dataset=dataset,
+                                    args=StrictGRPOConfig(**common, strict_health=False), peft_config=lora,
+                                    flags=read_flags({"PPO_RECORD_AT_SAMPLE": "1"}))  # fmt: skip
+    else:
+        trainer = GRPOTrainer(model=model_dir, reward_funcs=[length_reward], train_dataset=dataset,
+                              args=GRPOConfig(**common), peft_config=lora)  # fmt: skip
+    trainer.train()
+    # A generation batch spans num_iterations=2 steps (the first pays generation and, in TRL, the recompute);
+    # the mean over whole generation batches after the first one counts both kinds of step.
+    times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h][2:]
+    return statistics.mean(times)
+
+
+def measure(model_dir: str, pairs: int, steps: int, rows: list[dict]) -> dict:
+    ratios, strict_times, trl_times = [], [], []
+    for pair in range(pairs):
+        order = ("strict", "trl") if pair % 2 == 0 else ("trl", "strict")
+        result = {variant: run_variant(variant, model_dir, steps, rows) for variant in order}
+        strict_times.append(result["strict"])
+        trl_times.append(result["trl"])
+        ratios.append(result["strict"] / result["trl"])
+        print(f"  pair {pair}: strict {result['strict']:.3f}s  trl {result['trl']:.3f}s  ratio {ratios[-1]:.3f}")
+    return {
+        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "strict_median_s": statistics.median(strict_times), "trl_median_s": statistics.median(trl_times),
+    }  # fmt: skip
+
+
+def write_section(path: Path, text: str) -> None:
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    if MARKER in old:
+        start = old.index(MARKER)
+        end = old.index(MARKER, start + len(MARKER)) + len(MARKER)
+        new = old[:start] + text + old[end:]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10, help="optimizer steps per run (2 per generation batch)")
+    parser.add_argument("--write", type=Path, help="update this markdown file's record-at-sample section")
+    args = parser.parse_args()
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    rows = load_rows(TASK_TRAIN)[:256]
+    tiny = resolve_model_path("tiny-qwen3")
+    results = {}
+    for label, model_dir in (("tiny Qwen3", tiny), ("Qwen3 512x8, CPU-sized", larger_model_dir(tiny))):
+        params = sum(p.numel() for p in Qwen3ForCausalLM.from_pretrained(model_dir).parameters())
+        name = f"{label} ({params / 1e6:.1f}M params)"
+        print(name)
+        results[name] = measure(model_dir, args.pairs, args.steps, rows)
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
+    lines = [
+        MARKER,
+        "## Record-at-sample vs plain TRL: step time (issue 3)",
+        "",
+        f"Command: `python benchmarks/record_at_sample_speed.py --pairs {args.pairs} --steps {args.steps} "
+        "--write BENCHMARKS.md`. Machine: " + machine + ". LoRA r=16 on all linear layers, 16 completions per "
+        "step (4 prompts x 4), up to 16 new tokens, `num_iterations=2`, fp32 CPU. Step time = TRL's `step_time` "
+        "(generation, scoring and the update), mean over a run's generation batches after the first; pairs "
+        "alternate order. The saving is one no-grad policy forward per generation batch (counted exactly in "
+        "tests/test_record_at_sample.py); our extra bookkeeping (schema checks, metrics.jsonl, health) costs back.",
+        "",
+        "| model | ours / TRL (median of pairs) | range over pairs | ours (s/step) | TRL (s/step) |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['ratio_median']:.3f} | {r['ratio_min']:.3f} - {r['ratio_max']:.3f} | "
+            f"{r['strict_median_s']:.3f} | {r['trl_median_s']:.3f} |"
+        )
+    lines += ["", MARKER]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        write_section(args.write, text)
+
+
+if __name__ == "__main__":
+    main()
