@@ -49,7 +49,7 @@ class EmbeddingJudge:
     def score_group(self, group: Group) -> GroupScores:
         reference = str(reference_of(group, self.reference_column, "EmbeddingJudge"))
         embeddings = self.encoder.encode(
-            [reference, *group.completions], normalize_embeddings=True, convert_to_tensor=True
+            [reference, *group.completions], normalize_embeddings=True, convert_to_tensor=True, show_progress_bar=False
         )
         similarity = embeddings[1:] @ embeddings[0]
         return GroupScores(similarity.clamp(min=0.0, max=1.0).tolist())
