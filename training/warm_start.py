@@ -34,44 +34,36 @@ def encode_pair(tokenizer, prompt: list[dict], answer: str, template_kwargs: dic
     return list(prompt_ids), completion_ids
 
 
-def supervised_warm_start(
+def fine_tune_cached(
     model_path: str,
-    rows: list[dict],
+    out: Path,
+    encode,
     steps: int,
-    lr: float = 3e-3,
-    batch_size: int = 32,
-    seed: int = 0,
-    template_kwargs: dict | None = None,
+    lr: float,
+    batch_size: int,
+    seed: int,
 ) -> str:
-    """Return the directory of `model_path` fine-tuned for `steps` steps on `rows`; cached.
-
-    Each row's target completion is its `demonstration` when it has one, else its `answer`.
-    """
-    template_kwargs = template_kwargs or {}
-    key = _cache_key(model_path, rows, steps, lr, seed, template_kwargs)
-    out = cache_root() / "warm_start" / key
+    """Full fine-tuning of `model_path` on `encode(tokenizer)`'s `(input_ids, labels)` pairs (labels -100 where no
+    loss), saved atomically to `out`; an existing `out` is returned as it is."""
     if (out / "model.safetensors").exists():
         return str(out)
-
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    encoded = encode(tokenizer)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(steps, 1))
-    encoded = [encode_pair(tokenizer, r["prompt"], r.get("demonstration", r["answer"]), template_kwargs) for r in rows]
-
     for _ in range(steps):
         batch = rng.sample(encoded, min(batch_size, len(encoded)))
-        width = max(len(p) + len(c) for p, c in batch)
+        width = max(len(ids) for ids, _ in batch)
         input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
         labels = torch.full((len(batch), width), -100)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, (p, c) in enumerate(batch):
-            ids = p + c
+        for i, (ids, target) in enumerate(batch):
             input_ids[i, : len(ids)] = torch.tensor(ids)
-            labels[i, len(p) : len(ids)] = torch.tensor(c)
+            labels[i, : len(ids)] = torch.tensor(target)
             attention[i, : len(ids)] = 1
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
@@ -88,3 +80,26 @@ def supervised_warm_start(
     )
     tmp.rename(out)
     return str(out)
+
+
+def supervised_warm_start(
+    model_path: str,
+    rows: list[dict],
+    steps: int,
+    lr: float = 3e-3,
+    batch_size: int = 32,
+    seed: int = 0,
+    template_kwargs: dict | None = None,
+) -> str:
+    """Return the directory of `model_path` fine-tuned for `steps` steps on `rows`; cached.
+
+    Each row's target completion is its `demonstration` when it has one, else its `answer`.
+    """
+    template_kwargs = template_kwargs or {}
+    key = _cache_key(model_path, rows, steps, lr, seed, template_kwargs)
+
+    def encode(tokenizer) -> list[tuple[list[int], list[int]]]:
+        pairs = [encode_pair(tokenizer, r["prompt"], r.get("demonstration", r["answer"]), template_kwargs) for r in rows]
+        return [(p + c, [-100] * len(p) + c) for p, c in pairs]
+
+    return fine_tune_cached(model_path, cache_root() / "warm_start" / key, encode, steps, lr, batch_size, seed)
