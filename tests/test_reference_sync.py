@@ -8,15 +8,6 @@ from training.reference import REF_ADAPTER, ReferenceSyncError, count_differing,
 SYNC = dict(beta=0.04, sync_ref_model=True, ref_model_mixup_alpha=1.0)
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """These tests train; on a shared 2-core machine one thread is several times faster than two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def logged(trainer, name):
     return [h[name] for h in trainer.state.log_history if name in h]
 

@@ -8,14 +8,6 @@ from training.reference import REF_ADAPTER
 from training.value_head_mixin import VALUE_HEAD_FILE
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 SETTINGS = dict(
     beta=0.04,
     sync_ref_model=True,

@@ -1,21 +1,11 @@
 """The value head inside the trainer: same forward, in the optimizer and clipping, logged, exported, learns."""
 
-
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.tiny_trainer import label_reward, type_rows
+from training.tiny_trainer import value_task_settings
 from training.value_head_mixin import VALUE_HEAD_FILE
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """These tests train; on a shared 2-core machine one thread is several times faster than two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def logged(trainer, name):
@@ -101,20 +91,7 @@ def test_hybrid_advantages_are_group_normalised_per_token(make_trainer):
 
 def test_value_head_learns_a_return_predictable_from_the_prompt(make_trainer):
     """Reward 1 when the prompt says "Type A", else 0: value loss falls, explained variance passes 0.5."""
-    trainer = make_trainer(
-        rows=type_rows(),
-        reward_funcs=[label_reward],
-        advantage_estimator="gae",
-        gamma=1.0,
-        lam=1.0,
-        vf_coef=1.0,
-        max_steps=25,
-        learning_rate=5e-3,
-        lr_scheduler_type="constant",
-        per_device_train_batch_size=32,
-        max_completion_length=4,
-        strict_health=False,  # the reward is constant within each group by design: no policy signal
-    )
+    trainer = make_trainer(**value_task_settings())
     trainer.train()
     losses = logged(trainer, "value/loss")
     variances = [v for v in logged(trainer, "value/explained_variance") if v is not None]

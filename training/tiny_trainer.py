@@ -39,6 +39,24 @@ def label_reward(completions, label, **kwargs) -> list[float]:
     return [float(x) for x in label]
 
 
+def value_task_settings() -> dict:
+    """Trainer settings on `type_rows` where a value head with GAE should learn the return within 25 steps."""
+    return dict(
+        rows=type_rows(),
+        reward_funcs=[label_reward],
+        advantage_estimator="gae",
+        gamma=1.0,
+        lam=1.0,
+        vf_coef=1.0,
+        max_steps=25,
+        learning_rate=5e-3,
+        lr_scheduler_type="constant",
+        per_device_train_batch_size=32,
+        max_completion_length=4,
+        strict_health=False,  # the reward is constant within each group by design: no policy signal
+    )
+
+
 def build_tiny_trainer(
     output_dir: str,
     rows: list[dict] | None = None,

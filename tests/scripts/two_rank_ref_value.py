@@ -14,42 +14,19 @@ torch.set_num_threads(1)
 
 
 def main(out_dir: str) -> None:
-    from datasets import Dataset
-    from peft import LoraConfig
+    from training.tiny_trainer import build_tiny_trainer
 
-    from training.config import StrictGRPOConfig
-    from training.data import load_rows
-    from training.models import resolve_model_path
-    from training.trainer import StrictGRPOTrainer
-
-    def length_reward(completions, **kwargs):
-        return [-float(len(str(c))) for c in completions]
-
-    args = StrictGRPOConfig(
-        output_dir=os.path.join(out_dir, "run"),
-        use_cpu=True,
-        seed=0,
+    trainer = build_tiny_trainer(
+        os.path.join(out_dir, "run"),
         max_steps=3,
         learning_rate=5e-3,
         per_device_train_batch_size=4,
-        num_generations=4,
         max_completion_length=4,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
         beta=0.04,
         sync_ref_model=True,
         ref_model_sync_steps=1,
         ref_model_mixup_alpha=0.5,
         advantage_estimator="gae",
-        chat_template_kwargs={"enable_thinking": False},
-    )
-    trainer = StrictGRPOTrainer(
-        model=resolve_model_path("tiny-qwen3"),
-        reward_funcs=[length_reward],
-        args=args,
-        train_dataset=Dataset.from_list(load_rows("data/larger_number/train.jsonl")[:64]),
-        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
     )
     trainer.train()
     rank = trainer.accelerator.process_index

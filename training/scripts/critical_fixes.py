@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -114,23 +113,9 @@ def check_tool_names_consistent() -> str:
 
 
 def check_value_head_trains() -> str:
-    from training.tiny_trainer import label_reward, type_rows
+    from training.tiny_trainer import value_task_settings
 
-    trainer = _trainer(
-        "value",
-        rows=type_rows(),
-        reward_funcs=[label_reward],
-        advantage_estimator="gae",
-        gamma=1.0,
-        lam=1.0,
-        vf_coef=1.0,
-        max_steps=25,
-        learning_rate=5e-3,
-        lr_scheduler_type="constant",
-        per_device_train_batch_size=32,
-        max_completion_length=4,
-        strict_health=False,  # the policy reward is constant within groups by design here
-    )
+    trainer = _trainer("value", **value_task_settings())
     trainer.train()
     logs = _train_logs(trainer)
     losses = [row["value/loss"] for row in logs]
