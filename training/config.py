@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from trl import GRPOConfig
 
 
@@ -12,6 +13,14 @@ class StrictGRPOConfig(GRPOConfig):
     """`GRPOConfig` plus the strict stack's settings. The strict flags themselves come from the environment
     (`training.flags`), not from here, so a launcher decides them for every run it starts."""
 
+    bf16: bool | None = field(
+        default=None,
+        metadata={
+            "help": "bf16 mixed precision. None (default): on when a CUDA GPU is used and `fp16` is off, off on CPU, "
+            "where TRL would turn it on too: bf16 autocast on CPU makes the trainer's log-probs differ from the fp32 "
+            "sampler's by ~1e-3 (a PPO ratio that is not 1 on the first pass) and runs several times slower."
+        },
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Allow writing into an `output_dir` that already holds an earlier run's files."},
@@ -172,6 +181,11 @@ class StrictGRPOConfig(GRPOConfig):
             "counted under `tools/malformed/too_many_turns`."
         },
     )
+
+    def __post_init__(self):
+        if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
+            self.bf16 = False
+        super().__post_init__()
 
 
 @dataclass
