@@ -6,6 +6,8 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl.chat_template_utils import add_response_schema
 
+import training.tiny_qwen3 as tiny_qwen3
+from training.models import resolve_model_path
 from training.tiny_qwen3 import MARKUP_TOKENS, SPECIAL_TOKENS, write_tiny_qwen3
 
 
@@ -18,6 +20,18 @@ def test_same_seed_gives_byte_identical_files(tmp_path):
     match, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
     assert mismatch == [] and errors == []
     assert not filecmp.cmp(a / "model.safetensors", c / "model.safetensors", shallow=False)
+
+
+def test_cache_never_serves_a_model_built_by_another_build_recipe(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRICT_GRPO_CACHE", str(tmp_path))
+    before = resolve_model_path("tiny-qwen3", seed=0)
+    assert resolve_model_path("tiny-qwen3", seed=0) == before
+    corpus = tiny_qwen3._tokenizer_corpus()
+    monkeypatch.setattr(tiny_qwen3, "_tokenizer_corpus", lambda: [*corpus, "zebra quagga " * 20])
+    after = resolve_model_path("tiny-qwen3", seed=0)
+    assert after != before
+    assert len(AutoTokenizer.from_pretrained(after).tokenize("zebra")) == 1
+    assert len(AutoTokenizer.from_pretrained(before).tokenize("zebra")) > 1
 
 
 def test_loads_with_auto_classes_and_has_qwen3_tokens(tiny_model_dir):

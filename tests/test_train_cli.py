@@ -59,6 +59,13 @@ def test_unknown_recipe_key_is_named(tmp_path):
         main(["--config", str(recipe), "--output_dir", str(tmp_path / "o")])
 
 
+def test_tool_call_rate_outside_unit_interval_is_named_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setattr("training.train.resolve_model_path", lambda *a, **k: pytest.fail("the run went past the check"))
+    with pytest.raises(RecipeError, match="warm_start_tool_call_rate=0.0"):
+        main(["--config", "recipes/tool_agent_cpu.yaml", "--warm_start_tool_call_rate", "0", "--output_dir",
+              str(tmp_path / "o")])
+
+
 def test_dataset_without_prompt_column_is_named(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text('{"prompt": [{"role": "user", "content": "hi"}], "answer": "1"}\n{"question": "x", "answer": "2"}\n')

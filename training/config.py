@@ -57,9 +57,9 @@ class StrictGRPOConfig(GRPOConfig):
     heldout_samples_per_prompt: int = field(
         default=4,
         metadata={
-            "help": "`heldout/reward` is the mean reward of this many completions per held-out prompt, sampled with "
-            "the training temperature, top-p and top-k from a fixed seed (the policy's expected reward, which GRPO "
-            "optimises); `heldout/greedy_reward` is logged beside it."
+            "help": "`heldout/reward` is the mean reward of this many completions (tool runs: episodes) per held-out "
+            "prompt, sampled with the training temperature, top-p and top-k from a fixed seed (the policy's expected "
+            "reward, which GRPO optimises); `heldout/greedy_reward` is logged beside it."
         },
     )
     strict_health: bool = field(
@@ -212,6 +212,14 @@ class StrictScriptArguments:
         },
     )
     warm_start_lr: float = field(default=3e-3, metadata={"help": "Learning rate of the supervised warm start."})
+    warm_start_tool_call_rate: float = field(
+        default=1.0,
+        metadata={
+            "help": "Tool-agent warm start only: share of the teacher's traces that act through the reference tool "
+            "calls; the rest reply the final answer without calling any tool (a policy that rarely calls tools, "
+            "which assisted sampling and RL then have to fix). In (0, 1]."
+        },
+    )
     model_seed: int = field(
         default=0, metadata={"help": "Initialisation seed of the offline tiny Qwen3 (`tiny-qwen3` model only)."}
     )

@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from training.tiny_qwen3 import write_tiny_qwen3
+from training.tiny_qwen3 import build_fingerprint, write_tiny_qwen3
 
 TINY_MODEL_NAME = "tiny-qwen3"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -20,11 +20,12 @@ def cache_root() -> Path:
 def resolve_model_path(name_or_path: str, seed: int = 0) -> str:
     """Turn a recipe's `model_name_or_path` into something `from_pretrained` can load, or raise naming it.
 
-    `tiny-qwen3` builds the offline tiny Qwen3 into the cache (once per seed). A path that exists is used as is.
-    Something shaped like a hub id (`Qwen/Qwen3-0.6B`) is passed through for `from_pretrained` to fetch.
+    `tiny-qwen3` builds the offline tiny Qwen3 into the cache (once per seed and build fingerprint). A path that
+    exists is used as is. Something shaped like a hub id (`Qwen/Qwen3-0.6B`) is passed through for
+    `from_pretrained` to fetch.
     """
     if name_or_path == TINY_MODEL_NAME:
-        out = cache_root() / "models" / f"tiny-qwen3-seed{seed}"
+        out = cache_root() / "models" / f"tiny-qwen3-{build_fingerprint()}-seed{seed}"
         if not (out / "model.safetensors").exists():
             write_tiny_qwen3(out, seed=seed)
         return str(out)

@@ -8,6 +8,7 @@ parsing). Deterministic: the same seed and arguments give byte-identical files.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from importlib import resources
 from pathlib import Path
@@ -16,11 +17,13 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
+from training.tasks.workspace import CHANNELS, PRIORITY_WORDS, TEXTS, TITLES
+
 # Qwen3's own added tokens; the first three are special (skipped when decoding with skip_special_tokens).
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
-BPE_VOCAB_SIZE = 640  # before the added tokens; 256 byte symbols + merges
+BPE_VOCAB_SIZE = 1024  # upper bound before the added tokens: 256 byte symbols + the merges the corpus yields
 
 TINY_ARCH = dict(
     hidden_size=128,
@@ -41,7 +44,10 @@ def qwen3_chat_template() -> str:
 
 
 def _tokenizer_corpus() -> list[str]:
-    """Text the BPE merges are learned from: digits, task words, chat and tool-call markup. Fixed, not sampled."""
+    """Text the BPE merges are learned from: digits, task words, chat and tool-call markup. Fixed, not sampled.
+
+    The bundled workspace tasks' words become single tokens, so that copying a channel or a message from the
+    request into a tool call is a few tokens, not a dozen byte pieces (a 2-layer model learns the former)."""
     lines = [
         "Which number is larger? Answer with the number only.",
         "You are a helpful assistant. Think step by step.",
@@ -58,7 +64,10 @@ def _tokenizer_corpus() -> list[str]:
         "system user assistant tool low medium high urgent channel text title body priority query",
     ]
     numbers = [" ".join(str(n) for n in range(start, start + 20)) for start in range(0, 200, 20)]
-    return lines * 4 + numbers * 4
+    workspace = [f"Post '{text}' to #{channel}." for channel in CHANNELS for text in TEXTS] + [
+        f"Open a ticket '{title}', it is {word}." for title in TITLES for word in PRIORITY_WORDS
+    ]
+    return lines * 4 + numbers * 4 + workspace
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -100,6 +109,13 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen3ForCausal
     ]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+def build_fingerprint() -> str:
+    """Short hash of everything that decides the built files but the seed: a cache keyed by it never serves a
+    model built by an older recipe."""
+    payload = json.dumps([_tokenizer_corpus(), BPE_VOCAB_SIZE, TINY_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS])
+    return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
 
 def write_tiny_qwen3(out_dir: str | Path, seed: int = 0) -> Path:

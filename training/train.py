@@ -62,7 +62,10 @@ def parse_args(argv: list[str] | None = None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = make_parser()
     check_recipe_keys(parser, argv)
-    return parser.parse_args_and_config(argv)
+    script_args, training_args, model_args = parser.parse_args_and_config(argv)
+    if not 0.0 < script_args.warm_start_tool_call_rate <= 1.0:
+        raise RecipeError(f"warm_start_tool_call_rate={script_args.warm_start_tool_call_rate} must be in (0, 1]")
+    return script_args, training_args, model_args
 
 
 def check_output_dir(args: StrictGRPOConfig) -> None:
@@ -156,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
                 lr=script_args.warm_start_lr,
                 seed=script_args.model_seed,
                 template_kwargs=template_kwargs,
+                tool_call_rate=script_args.warm_start_tool_call_rate,
             )
         elif script_args.warm_start_steps > 0:
             logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)

@@ -98,8 +98,8 @@ class StrictGRPOTrainer(
     def evaluate_heldout(self) -> dict[str, float]:
         """Held-out reward of the current policy: `heldout/reward` (sampled as in training, fixed seed) and
         `heldout/greedy_reward`."""
-        if self.environment_factories is not None:  # tool agents: goal success of greedy episodes (envs/tool_mixin)
-            return {"heldout/reward": self.evaluate_environment_heldout()}
+        if self.environment_factories is not None:  # tool agents: goal success of episodes (envs/tool_mixin)
+            return self.evaluate_environment_heldout()
         rows = self.heldout_rows[: self.args.heldout_max_samples]
         model = self.accelerator.unwrap_model(self.model)
         common = dict(

@@ -4,17 +4,21 @@ Each row's reference calls are run in a fresh environment; the trace (prompt, as
 final answer) is rendered with the chat template GRPO samples with (TRL's prefix-preserving training template
 when the tokenizer's own is not prefix-preserving) and the tools in the system prompt, and the loss is on the
 assistant tokens only (the template's generation mask). Cached like `training.warm_start`.
+
+`tool_call_rate` < 1 imitates a weaker teacher: every row also appears as a lazy trace (the prompt answered with
+the final answer and no tool call), so that the warm-started policy acts on about that share of prompts, any prompt.
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
 
 from training.envs.evaluation import environment_tools
 from training.models import cache_root
-from training.tasks.workspace import reference_trace
+from training.tasks.workspace import FINAL_ANSWER, reference_trace
 from training.warm_start import _cache_key, fine_tune_cached
 
 
@@ -23,14 +27,21 @@ def sampling_chat_template(tokenizer) -> str | None:
     return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
 
 
-def encode_trace(tokenizer, row: dict, env_factory, chat_template: str | None, template_kwargs: dict):
-    """(input_ids, labels) of one row's reference trace; labels are -100 outside assistant turns."""
+def encode_trace(
+    tokenizer, row: dict, env_factory, chat_template: str | None, template_kwargs: dict, lazy: bool = False
+):
+    """(input_ids, labels) of one row's reference trace, or with `lazy` of the prompt answered without any tool
+    call; labels are -100 outside assistant turns."""
     env = env_factory()
     env.reset(**row)
     tools = environment_tools(env)
-    results = [str(tools[c["name"]](**c["arguments"])) for c in json.loads(row["reference_calls_json"])]
+    if lazy:
+        messages = [*row["prompt"], {"role": "assistant", "content": FINAL_ANSWER}]
+    else:
+        results = [str(tools[c["name"]](**c["arguments"])) for c in json.loads(row["reference_calls_json"])]
+        messages = reference_trace(row, results)
     out = tokenizer.apply_chat_template(
-        reference_trace(row, results),
+        messages,
         tools=list(tools.values()),
         chat_template=chat_template,
         tokenize=True,
@@ -53,13 +64,26 @@ def trace_warm_start(
     batch_size: int = 8,
     seed: int = 0,
     template_kwargs: dict | None = None,
+    tool_call_rate: float = 1.0,
 ) -> str:
-    """Return the directory of `model_path` fine-tuned for `steps` steps on the rows' tool-call traces; cached."""
+    """Return the directory of `model_path` fine-tuned for `steps` steps on the rows' tool-call traces; cached.
+
+    `tool_call_rate` is the share of traces that call tools, rounded to the nearest fraction a/b with b <= 8 (and
+    at least 1/8): each row then appears as a acting and b - a lazy traces."""
+    if not 0.0 < tool_call_rate <= 1.0:
+        raise ValueError(f"warm_start_tool_call_rate={tool_call_rate} must be in (0, 1]")
     template_kwargs = template_kwargs or {}
-    key = _cache_key(model_path, rows, steps, lr, seed, {**template_kwargs, "traces": repr(env_factory)})
+    ratio = max(Fraction(tool_call_rate).limit_denominator(8), Fraction(1, 8))
+    acting, lazy = ratio.numerator, ratio.denominator - ratio.numerator
+    extra = {"traces": repr(env_factory), **({"lazy": [acting, lazy]} if lazy else {})}
+    key = _cache_key(model_path, rows, steps, lr, seed, {**template_kwargs, **extra})
 
     def encode(tokenizer) -> list[tuple[list[int], list[int]]]:
         chat_template = sampling_chat_template(tokenizer)
-        return [encode_trace(tokenizer, r, env_factory, chat_template, template_kwargs) for r in rows]
+        return [
+            encode_trace(tokenizer, r, env_factory, chat_template, template_kwargs, lazy=is_lazy)
+            for r in rows
+            for is_lazy in [False] * acting + [True] * lazy
+        ]
 
     return fine_tune_cached(model_path, cache_root() / "warm_start_tools" / key, encode, steps, lr, batch_size, seed)

@@ -1,4 +1,8 @@
-"""Held-out task success: greedy multi-turn episodes in the environment, scored by its goal checker."""
+"""Held-out task success: multi-turn episodes in the environment, scored by its goal checker.
+
+Greedy, or sampled as in training (`num_samples` episodes per row at the training temperature, top-p and top-k,
+from a fixed seed, so that before/after comparisons are paired): the policy's expected success, what GRPO optimises.
+"""
 
 from __future__ import annotations
 
@@ -46,8 +50,13 @@ def environment_success(
     max_turns: int = 3,
     max_tool_calls: int = 4,
     batch_size: int = 32,
+    sampling: dict | None = None,
+    num_samples: int = 1,
+    seed: int = 0,
 ) -> tuple[float, Counter]:
-    """Mean goal-checker reward of greedy episodes over `rows`, and the malformed-call counts seen on the way.
+    """Mean goal-checker reward of episodes over `rows`, and the malformed-call counts seen on the way: greedy
+    (`sampling=None`), or `num_samples` sampled episodes per row (`sampling`: `generate` kwargs such as
+    temperature, top_p, top_k). The global RNG state is left untouched.
 
     Each turn re-renders the conversation with `chat_template` (the trainer's prefix-preserving one), generates
     up to `max_new_tokens`, parses tool calls, and runs them in the row's own environment; an episode ends at a
@@ -61,57 +70,71 @@ def environment_success(
     model.eval()
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "left"
+    generate_kwargs = {"do_sample": False} if sampling is None else {"do_sample": True, **sampling}
+    episodes = [row for row in rows for _ in range(num_samples if sampling is not None else 1)]
     total, counts = 0.0, Counter()
     try:
-        for start in range(0, len(rows), batch_size):
-            chunk = rows[start : start + batch_size]
-            envs = [env_factory() for _ in chunk]
-            for env, row in zip(envs, chunk, strict=True):
-                env.reset(**row)
-            tools = [EpisodeTools(environment_tools(env), counts, max_tool_calls) for env in envs]
-            conversations = [list(row["prompt"]) for row in chunk]
-            active = list(range(len(chunk)))
-            for _ in range(max_turns):
-                if not active:
-                    break
-                prompt_ids = [
-                    tokenizer.apply_chat_template(
-                        conversations[i],
-                        tools=list(tools[i].tools.values()),
-                        chat_template=chat_template,
-                        add_generation_prompt=True,
-                        tokenize=True,
-                        return_dict=False,
-                        **template_kwargs,
-                    )
-                    for i in active
-                ]
-                width = max(len(p) for p in prompt_ids)
-                room = model.config.max_position_embeddings - width
-                if room <= 0:  # the conversation outgrew the model's context: these episodes end here
-                    break
-                input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + list(p) for p in prompt_ids])
-                attention = (torch.arange(width) >= torch.tensor([[width - len(p)] for p in prompt_ids])).long()
-                out = model.generate(
-                    input_ids=input_ids.to(model.device),
-                    attention_mask=attention.to(model.device),
-                    max_new_tokens=min(max_new_tokens, room),
-                    do_sample=False,
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for start in range(0, len(episodes), batch_size):
+                total += _play_chunk(
+                    model, tokenizer, episodes[start : start + batch_size], env_factory, chat_template,
+                    template_kwargs, generate_kwargs, max_new_tokens, max_turns, max_tool_calls, counts,
                 )
-                still_active = []
-                for k, i in enumerate(active):
-                    ids = out[k, width:].tolist()
-                    ids = ids[: ids.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in ids else ids
-                    message = parse_response(
-                        tokenizer, ids, prefix=list(prompt_ids[k]), tools=list(tools[i].tools.values())
-                    )
-                    conversations[i].append(message)
-                    if message.get("tool_calls"):
-                        conversations[i].extend(_run_calls(message, tools[i]))
-                        still_active.append(i)
-                active = still_active
-            total += sum(env.get_reward() for env in envs)
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
-    return total / len(rows), counts
+    return total / len(episodes), counts
+
+
+def _play_chunk(
+    model, tokenizer, chunk, env_factory, chat_template, template_kwargs, generate_kwargs, max_new_tokens, max_turns,
+    max_tool_calls, counts,
+) -> float:
+    """Play one batch of episodes to the end; return the sum of their goal-checker rewards."""
+    envs = [env_factory() for _ in chunk]
+    for env, row in zip(envs, chunk, strict=True):
+        env.reset(**row)
+    tools = [EpisodeTools(environment_tools(env), counts, max_tool_calls) for env in envs]
+    conversations = [list(row["prompt"]) for row in chunk]
+    active = list(range(len(chunk)))
+    for _ in range(max_turns):
+        if not active:
+            break
+        prompt_ids = [
+            tokenizer.apply_chat_template(
+                conversations[i],
+                tools=list(tools[i].tools.values()),
+                chat_template=chat_template,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+                **template_kwargs,
+            )
+            for i in active
+        ]
+        width = max(len(p) for p in prompt_ids)
+        room = model.config.max_position_embeddings - width
+        if room <= 0:  # the conversation outgrew the model's context: these episodes end here
+            break
+        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + list(p) for p in prompt_ids])
+        attention = (torch.arange(width) >= torch.tensor([[width - len(p)] for p in prompt_ids])).long()
+        out = model.generate(
+            input_ids=input_ids.to(model.device),
+            attention_mask=attention.to(model.device),
+            max_new_tokens=min(max_new_tokens, room),
+            **generate_kwargs,
+        )
+        still_active = []
+        for k, i in enumerate(active):
+            ids = out[k, width:].tolist()
+            ids = ids[: ids.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in ids else ids
+            message = parse_response(
+                tokenizer, ids, prefix=list(prompt_ids[k]), tools=list(tools[i].tools.values())
+            )
+            conversations[i].append(message)
+            if message.get("tool_calls"):
+                conversations[i].extend(_run_calls(message, tools[i]))
+                still_active.append(i)
+        active = still_active
+    return sum(env.get_reward() for env in envs)

@@ -14,7 +14,7 @@ class ToolCallMixin:
     """Every rollout's tools are schema-checked and budgeted (`max_tool_calls_per_episode`), malformed calls come
     back to the model as tool errors, and each generation batch logs `tools/malformed/{bad_json, unknown_tool,
     bad_arguments, too_many_turns}` (counts summed over the batch). With an `environment_factory`, the held-out
-    evaluation plays greedy episodes and reports the goal checker's success rate."""
+    evaluation plays sampled and greedy episodes and reports the goal checker's success rates."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -39,21 +39,28 @@ class ToolCallMixin:
             self._metrics[mode][malformed_metric(kind)].append(float(total))
         return result
 
-    def evaluate_environment_heldout(self) -> float:
-        """Held-out goal success: greedy episodes in the environment, scored by its goal checker."""
+    def evaluate_environment_heldout(self) -> dict[str, float]:
+        """Held-out goal success of episodes in the environment: `heldout/reward` sampled as in training (fixed
+        seed) and `heldout/greedy_reward`."""
         if self._multi_environment:
             raise NotImplementedError("held-out evaluation supports a single environment_factory, not a dict")
-        rows = self.heldout_rows[: self.args.heldout_max_samples]
-        success, counts = environment_success(
-            self.accelerator.unwrap_model(self.model),
-            self.processing_class,
-            rows,
-            self.environment_factories[None],
+        common = dict(
+            model=self.accelerator.unwrap_model(self.model),
+            tokenizer=self.processing_class,
+            rows=self.heldout_rows[: self.args.heldout_max_samples],
+            env_factory=self.environment_factories[None],
             chat_template=self.chat_template,
             template_kwargs=self.chat_template_kwargs,
             max_new_tokens=self.max_completion_length,
             max_turns=min(self.max_tool_calling_iterations, self.args.max_tool_calls_per_episode) + 1,
             max_tool_calls=self.args.max_tool_calls_per_episode,
         )
-        self.heldout_tool_errors = dict(counts)
-        return success
+        sampled, counts = environment_success(
+            **common,
+            sampling={"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k},
+            num_samples=self.args.heldout_samples_per_prompt,
+            seed=self.args.seed,
+        )
+        greedy, greedy_counts = environment_success(**common)
+        self.heldout_tool_errors = dict(counts + greedy_counts)
+        return {"heldout/reward": sampled, "heldout/greedy_reward": greedy}

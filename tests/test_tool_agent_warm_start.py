@@ -1,0 +1,144 @@
+"""The tool agent's starting point: task words the tiny tokenizer copies as whole tokens, the weaker teacher's lazy
+traces, and held-out success over sampled episodes."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import training.warm_start_tools as warm_start_tools
+from training.data import load_rows
+from training.envs.evaluation import environment_success
+from training.envs.prompting import render_system_prompt, with_system_prompt
+from training.envs.workspace import WorkspaceEnv
+from training.tasks.workspace import CHANNELS, TEXTS, TITLES
+from training.warm_start_tools import encode_trace, sampling_chat_template, trace_warm_start
+
+NO_THINKING = {"enable_thinking": False}
+
+
+@pytest.fixture(scope="module")
+def workspace_rows() -> list[dict]:
+    prompt = render_system_prompt("prompts/workspace_agent.jinja", WorkspaceEnv)
+    return with_system_prompt(load_rows("data/workspace/train.jsonl")[:4], prompt)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_task_words_are_single_tokens_with_the_same_ids_in_request_and_tool_call(tokenizer):
+    for phrase in (*CHANNELS, *TEXTS, *TITLES):
+        assert len(tokenizer(phrase)["input_ids"]) == len(phrase.split()), phrase
+    text = TEXTS[0]
+    request = tokenizer(f"Post '{text}' to #{CHANNELS[1]}.")["input_ids"]
+    call = tokenizer(json.dumps({"channel": CHANNELS[1], "text": text}))["input_ids"]
+    copied = tokenizer(text)["input_ids"]
+    assert len(copied) == len(text.split())
+    for ids in (request, call):
+        assert any(ids[i : i + len(copied)] == copied for i in range(len(ids))), (text, ids)
+
+
+def _trained_text(tokenizer, labels) -> str:
+    return tokenizer.decode([t for t in labels if t != -100])
+
+
+def test_lazy_trace_trains_only_a_final_answer_without_tool_call(tokenizer, workspace_rows):
+    template = sampling_chat_template(tokenizer)
+    row = workspace_rows[0]
+    _, acting = encode_trace(tokenizer, row, WorkspaceEnv, template, NO_THINKING)
+    _, lazy = encode_trace(tokenizer, row, WorkspaceEnv, template, NO_THINKING, lazy=True)
+    reference = json.loads(row["reference_calls_json"])[0]
+    assert "<tool_call>" in _trained_text(tokenizer, acting) and reference["name"] in _trained_text(tokenizer, acting)
+    trained = _trained_text(tokenizer, lazy)
+    assert "<tool_call>" not in trained and "Done." in trained
+    assert sum(t != -100 for t in lazy) < sum(t != -100 for t in acting)
+
+
+@pytest.mark.parametrize(("rate", "acting_share"), [(1.0, 1.0), (0.5, 0.5), (0.75, 0.75), (0.01, 0.125)])
+def test_tool_call_rate_is_the_share_of_acting_traces_per_row(
+    monkeypatch, tmp_path, tiny_model_dir, workspace_rows, rate, acting_share
+):
+    seen = {}
+
+    def capture(model_path, out, encode, *args):
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        seen["labels"] = [labels for _, labels in encode(tokenizer)]
+        seen["tokenizer"] = tokenizer
+        return str(out)
+
+    monkeypatch.setattr(warm_start_tools, "fine_tune_cached", capture)
+    monkeypatch.setenv("STRICT_GRPO_CACHE", str(tmp_path))
+    trace_warm_start(tiny_model_dir, workspace_rows, WorkspaceEnv, steps=1, template_kwargs=NO_THINKING,
+                     tool_call_rate=rate)
+    acting = ["<tool_call>" in _trained_text(seen["tokenizer"], labels) for labels in seen["labels"]]
+    assert sum(acting) / len(acting) == acting_share
+    per_row = len(acting) // len(workspace_rows)
+    for i in range(len(workspace_rows)):  # every row, not a subset of rows, has both kinds of trace
+        assert sum(acting[i * per_row : (i + 1) * per_row]) / per_row == acting_share
+
+
+@pytest.mark.parametrize("rate", [0.0, 1.5])
+def test_tool_call_rate_outside_unit_interval_names_the_flag(tiny_model_dir, workspace_rows, rate):
+    with pytest.raises(ValueError, match="warm_start_tool_call_rate"):
+        trace_warm_start(tiny_model_dir, workspace_rows, WorkspaceEnv, steps=1, tool_call_rate=rate)
+
+
+class _EveryOtherEpisodeSucceeds(WorkspaceEnv):
+    created = 0
+
+    def reset(self, **row):
+        super().reset(**row)
+        type(self).created += 1
+        self.index = type(self).created
+
+    def get_reward(self) -> float:
+        return float(self.index % 2 == 0)
+
+
+def test_sampled_heldout_success_averages_over_episodes_and_is_reproducible(tiny_model_dir, workspace_rows):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    common = dict(chat_template=sampling_chat_template(tokenizer), template_kwargs=NO_THINKING, max_new_tokens=8,
+                  max_turns=1)
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    rows = workspace_rows[:3]
+
+    _EveryOtherEpisodeSucceeds.created = 0
+    rng = torch.get_rng_state()
+    success, _ = environment_success(model, tokenizer, rows, _EveryOtherEpisodeSucceeds, **common,
+                                     sampling=sampling, num_samples=4, seed=7)
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert _EveryOtherEpisodeSucceeds.created == 12 and success == 0.5
+
+    _EveryOtherEpisodeSucceeds.created = 0
+    environment_success(model, tokenizer, rows, _EveryOtherEpisodeSucceeds, **common)
+    assert _EveryOtherEpisodeSucceeds.created == 3  # greedy: one episode per row
+
+    def replies(seed):
+        envs = []
+
+        def factory():
+            envs.append(WorkspaceEnv())
+            return envs[-1]
+
+        episodes = []
+        original = model.generate
+
+        def recording_generate(**kwargs):
+            out = original(**kwargs)
+            episodes.append(out.tolist())
+            return out
+
+        model.generate = recording_generate
+        try:
+            environment_success(model, tokenizer, rows, factory, **common, sampling=sampling, num_samples=2,
+                                seed=seed)
+        finally:
+            del model.generate
+        return episodes
+
+    assert replies(3) == replies(3)
+    assert replies(3) != replies(4)
