@@ -41,7 +41,8 @@ class ToolCallMixin:
 
     def evaluate_environment_heldout(self) -> dict[str, float]:
         """Held-out goal success of episodes in the environment: `heldout/reward` sampled as in training (fixed
-        seed) and `heldout/greedy_reward`."""
+        seed), `heldout/greedy_reward`, and `heldout/malformed_calls` (the malformed tool calls of both, counted as
+        in training)."""
         if self._multi_environment:
             raise NotImplementedError("held-out evaluation supports a single environment_factory, not a dict")
         common = dict(
@@ -62,5 +63,5 @@ class ToolCallMixin:
             seed=self.args.seed,
         )
         greedy, greedy_counts = environment_success(**common)
-        self.heldout_tool_errors = dict(counts + greedy_counts)
-        return {"heldout/reward": sampled, "heldout/greedy_reward": greedy}
+        malformed = float(sum((counts + greedy_counts).values()))
+        return {"heldout/reward": sampled, "heldout/greedy_reward": greedy, "heldout/malformed_calls": malformed}
