@@ -85,3 +85,15 @@ def test_zero_std_streak_warns_after_k_batches(make_trainer, caplog):
     streaks = [h["zero_std/streak"] for h in trainer.state.log_history if "zero_std/streak" in h]
     assert streaks == [1.0, 2.0]
     assert "frac_reward_zero_std has been above 0.50 for 2 generation batches" in caplog.text
+    assert "turn on dynamic_sampling" in caplog.text
+
+
+def test_zero_std_warning_with_dynamic_sampling_on_does_not_advise_turning_it_on(make_trainer, caplog):
+    def constant(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    trainer = make_trainer(max_steps=2, reward_funcs=[constant], zero_std_warn_threshold=0.5, zero_std_warn_steps=2,
+                           dynamic_sampling=True, dynamic_sampling_max_rounds=1)
+    with caplog.at_level("WARNING", logger="training.zero_std_watch"):
+        trainer.train()
+    assert "raise dynamic_sampling_max_rounds" in caplog.text and "turn on dynamic_sampling" not in caplog.text

@@ -97,7 +97,7 @@ class StrictGRPOTrainer(
     # ---- held-out reward ----------------------------------------------------------------------------------------
     def evaluate_heldout(self) -> dict[str, float]:
         """Held-out reward of the current policy: `heldout/reward` (sampled as in training, fixed seed) and
-        `heldout/greedy_reward`."""
+        `heldout/greedy_reward`; tool runs add `heldout/malformed_calls`."""
         if self.environment_factories is not None:  # tool agents: goal success of episodes (envs/tool_mixin)
             return self.evaluate_environment_heldout()
         rows = self.heldout_rows[: self.args.heldout_max_samples]

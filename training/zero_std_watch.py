@@ -34,12 +34,16 @@ class ZeroStdWatchMixin:
         self._zero_std_streak = next_streak(self._zero_std_streak, values[before], threshold)
         self._metrics[mode]["zero_std/streak"].append(float(self._zero_std_streak))
         if steps > 0 and self._zero_std_streak and self._zero_std_streak % steps == 0:
+            remedy = (
+                "raise dynamic_sampling_max_rounds" if self.args.dynamic_sampling else "turn on dynamic_sampling"
+            )
             logger.warning(
                 "frac_reward_zero_std has been above %.2f for %d generation batches in a row (now %.2f): most "
                 "groups' rewards are all equal, so they carry no learning signal. Check the reward functions "
-                "(rewards/*/std), raise temperature or num_generations, or turn on dynamic_sampling.",
+                "(rewards/*/std), raise temperature or num_generations, or %s.",
                 threshold,
                 self._zero_std_streak,
                 values[before],
+                remedy,
             )
         return output
