@@ -38,7 +38,8 @@ MARKER = "<!-- record_at_sample_speed -->"
 
 
 def larger_model_dir(tiny_dir: str) -> str:
-    out = Path(tempfile.gettempdir()) / "strict_grpo_bench_qwen3_512x8"
+    # Named after the tiny dir (which carries the tokenizer's build fingerprint), so a tokenizer change rebuilds it.
+    out = Path(tempfile.gettempdir()) / f"strict_grpo_bench_qwen3_512x8_{Path(tiny_dir).name}"
     if not (out / "config.json").exists():
         tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
         config = Qwen3Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,

@@ -202,7 +202,9 @@ def main() -> None:
         return
 
     cache = Path(os.environ.get("STRICT_GRPO_CACHE", Path.home() / ".cache" / "strict_grpo"))
-    model_dir = build_model_dir(cache / "models" / "bench-qwen3-h512-l8")
+    from training.tiny_qwen3 import build_fingerprint
+
+    model_dir = build_model_dir(cache / "models" / f"bench-qwen3-h512-l8-{build_fingerprint()}")
     results = []
     for variant in VARIANTS:
         out = cache / "bench" / f"ref_memory_{variant}.json"
