@@ -165,3 +165,14 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
     sampled = next(c for c in calls if c.get("sampling"))
     assert sampled["sampling"]["temperature"] == 0.9 and sampled["num_samples"] == 3
     assert sampled["rows"] == trainer.heldout_rows
+
+
+@pytest.mark.gpu
+def test_sampled_heldout_leaves_the_cuda_generator_as_it_was(tiny_model_dir, workspace_rows):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).to("cuda")
+    cuda_rng, cpu_rng = torch.cuda.get_rng_state(), torch.get_rng_state()
+    environment_success(model, tokenizer, workspace_rows[:2], WorkspaceEnv,
+                        chat_template=sampling_chat_template(tokenizer), template_kwargs=NO_THINKING, max_new_tokens=4,
+                        max_turns=1, sampling={"temperature": 1.0}, num_samples=2, seed=5)
+    assert torch.equal(torch.cuda.get_rng_state(), cuda_rng) and torch.equal(torch.get_rng_state(), cpu_rng)

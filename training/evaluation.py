@@ -6,7 +6,22 @@ temperature, top-p and top-k, from a fixed seed so that before/after comparisons
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
+
+
+@contextmanager
+def seeded_rng(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed the generators `generate` samples from (the CPU's, and `device`'s on CUDA) and restore them on exit, so
+    held-out samples are paired across evaluations and training's own random stream is left as it was."""
+    devices = []
+    if device.type == "cuda":
+        devices = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
 
 
 @torch.no_grad()
@@ -36,8 +51,7 @@ def heldout_reward(
     model.eval()
     tokenizer.padding_side = "left"
     total = 0.0
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_rng(seed, model.device):
         try:
             for start in range(0, len(rows), batch_size):
                 chunk = rows[start : start + batch_size]

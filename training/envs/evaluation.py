@@ -13,6 +13,7 @@ import torch
 from trl.chat_template_utils import add_response_schema, parse_response
 
 from training.envs.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
+from training.evaluation import seeded_rng
 
 
 def environment_tools(env) -> dict:
@@ -74,8 +75,7 @@ def environment_success(
     episodes = [row for row in rows for _ in range(num_samples if sampling is not None else 1)]
     total, counts = 0.0, Counter()
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded_rng(seed, model.device):
             for start in range(0, len(episodes), batch_size):
                 total += _play_chunk(
                     model, tokenizer, episodes[start : start + batch_size], env_factory, chat_template,
