@@ -58,6 +58,16 @@ def load_rows(path: str | Path) -> list[dict]:
     return rows
 
 
+def write_split_files(out_dir: str | Path, splits: dict[str, list[dict]]) -> None:
+    """Write each split's rows to `out_dir/<name>.jsonl`, one JSON object per line (what `load_rows` reads)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, rows in splits.items():
+        with open(out_dir / f"{name}.jsonl", "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+
+
 def load_prompt_dataset(path: str | Path) -> Dataset:
     """A validated `datasets.Dataset` from a JSON-lines file whose rows carry a `prompt`."""
     return Dataset.from_list(load_rows(path))

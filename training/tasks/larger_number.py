@@ -11,10 +11,11 @@ number pair.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 from pathlib import Path
+
+from training.data import write_split_files
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "larger_number"
 QUESTION = "Which number is larger: {a} or {b}? Answer with: The larger number is N."
@@ -54,11 +55,7 @@ def parse_answer(text: str) -> str | None:
 
 def write_splits(out_dir: Path = DATA_DIR, seed: int = 0) -> None:
     train, heldout = make_splits(seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("train", train), ("heldout", heldout)):
-        with open(out_dir / f"{name}.jsonl", "w") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+    write_split_files(out_dir, {"train": train, "heldout": heldout})
 
 
 if __name__ == "__main__":

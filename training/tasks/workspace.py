@@ -16,6 +16,8 @@ import json
 import random
 from pathlib import Path
 
+from training.data import write_split_files
+
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "workspace"
 FINAL_ANSWER = "Done."
 
@@ -81,11 +83,7 @@ def reference_trace(row: dict, tool_results: list[str]) -> list[dict]:
 
 def write_splits(out_dir: Path = DATA_DIR, seed: int = 0) -> None:
     train, heldout = make_splits(seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("train", train), ("heldout", heldout)):
-        with open(out_dir / f"{name}.jsonl", "w") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+    write_split_files(out_dir, {"train": train, "heldout": heldout})
 
 
 if __name__ == "__main__":
