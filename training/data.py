@@ -7,8 +7,10 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from training.errors import BadInputError
 
-class DatasetError(ValueError):
+
+class DatasetError(BadInputError):
     """A dataset row or column we cannot train on; the message names the file, row and field."""
 
 

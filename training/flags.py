@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
+from training.errors import BadInputError
+
 DEFAULTS = {
     "FORCE_RATE": "0.0",
     "ASSIST_WARMUP": "0",
@@ -18,7 +20,7 @@ DEFAULTS = {
 }
 
 
-class FlagError(ValueError):
+class FlagError(BadInputError):
     """A strict flag has a value we refuse."""
 
 

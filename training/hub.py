@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 from huggingface_hub import HfApi, ModelCard, ModelCardData, get_token
 
+from training.errors import BadInputError
 from training.report import read_metrics
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ REDACTED = "<redacted>"
 MIN_SECRET_LEN = 8  # shorter strings would match by chance; real Hub tokens are far longer
 
 
-class HubPushError(ValueError):
+class HubPushError(BadInputError):
     """The push cannot go ahead: a missing setting or file, or a staged file that would leak the token."""
 
 

@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 
+from training.errors import MissingPathError
 from training.tiny_qwen3 import build_fingerprint, write_tiny_qwen3
 
 TINY_MODEL_NAME = "tiny-qwen3"
@@ -31,11 +32,11 @@ def resolve_model_path(name_or_path: str, seed: int = 0) -> str:
         return str(out)
     if Path(name_or_path).exists():
         if not (Path(name_or_path) / "config.json").exists():
-            raise FileNotFoundError(f"model_name_or_path={name_or_path!r} exists but has no config.json")
+            raise MissingPathError(f"model_name_or_path={name_or_path!r} exists but has no config.json")
         return name_or_path
     if _HUB_ID.match(name_or_path) and not name_or_path.startswith((".", "/")):
         return name_or_path
-    raise FileNotFoundError(
+    raise MissingPathError(
         f"model_name_or_path={name_or_path!r}: no such directory, and not a hub id of the form 'org/name' "
         f"(use '{TINY_MODEL_NAME}' for the offline tiny Qwen3)"
     )

@@ -21,6 +21,8 @@ from peft import PeftModel
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from training.errors import MissingPathError
+
 logger = logging.getLogger(__name__)
 
 REF_ADAPTER = "ref"
@@ -212,7 +214,7 @@ class ReferenceAdapterMixin:
         peft_model = self.accelerator.unwrap_model(self.model)
         if isinstance(peft_model, PeftModel) and REF_ADAPTER in peft_model.peft_config:
             if not os.path.isdir(os.path.join(resume_from_checkpoint, REF_ADAPTER)):
-                raise FileNotFoundError(
+                raise MissingPathError(
                     f"checkpoint {resume_from_checkpoint!r} has no reference adapter directory {REF_ADAPTER!r}/"
                 )
             freeze_reference_adapter(peft_model)

@@ -20,8 +20,9 @@ from training.config import StrictGRPOConfig, StrictScriptArguments
 from training.data import load_prompt_dataset, load_rows
 from training.envs.prompting import render_system_prompt, with_system_prompt
 from training.envs.tool_names import check_tool_names, environment_tool_names
+from training.errors import BadInputError
 from training.flags import read_flags
-from training.hub import HubPushError, RunInfo, dump_push_result, publish, take_push_request
+from training.hub import RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
 from training.report import library_versions, plot_reward_curve, write_run_summary
 from training.trainer import StrictGRPOTrainer
@@ -34,7 +35,7 @@ logger = logging.getLogger("training.train")
 RUN_OUTPUTS = ("metrics.jsonl", "run_summary.json", "reward_curve.png", "adapter_model.safetensors")
 
 
-class RecipeError(ValueError):
+class RecipeError(BadInputError):
     """The recipe or the command line asks for something we cannot run; the message names the key or path."""
 
 
@@ -246,13 +247,10 @@ def main(argv: list[str] | None = None) -> dict:
 def cli() -> None:
     try:
         main()
-    except (ValueError, FileNotFoundError) as err:
-        # Bad input: one clear line naming the key, column, row, flag or path; nothing has been trained yet.
-        bad_input = (RecipeError, HubPushError, FileNotFoundError)
-        if isinstance(err, bad_input) or type(err).__name__ in ("DatasetError", "FlagError", "ToolNameError"):
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(2)
-        raise
+    except BadInputError as err:
+        # Bad input: one clear line naming the key, column, row, flag or path.
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from peft import PeftModel
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
+from training.errors import MissingPathError
 from training.trajectory import KeySpec, register_key
 from training.value import (
     ValueHead,
@@ -281,7 +282,7 @@ class ValueHeadMixin:
             return
         path = os.path.join(resume_from_checkpoint, VALUE_HEAD_FILE)
         if not os.path.isfile(path):
-            raise FileNotFoundError(
+            raise MissingPathError(
                 f"checkpoint {resume_from_checkpoint!r} has no {VALUE_HEAD_FILE} for the value head"
             )
         self.value_head.load_state_dict(load_file(path, device=str(self.accelerator.device)))

@@ -8,6 +8,7 @@ import jinja2
 from transformers.utils import get_json_schema
 
 from training.envs.tool_names import environment_tool_names
+from training.errors import MissingPathError
 
 
 def tool_schemas(env_cls: type) -> list[dict]:
@@ -19,7 +20,7 @@ def render_system_prompt(template_path: str | Path, env_cls: type) -> str:
     """Render the system prompt template with `tools` = the environment's tool schemas."""
     path = Path(template_path)
     if not path.exists():
-        raise FileNotFoundError(f"system prompt template {str(path)!r} does not exist")
+        raise MissingPathError(f"system prompt template {str(path)!r} does not exist")
     template = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(path.read_text())
     return template.render(tools=tool_schemas(env_cls)).strip()
 

@@ -8,11 +8,13 @@ import inspect
 import json
 import re
 
+from training.errors import BadInputError
+
 # A tool name as prompts write it: a snake_case identifier with at least one underscore (`send_slack_message`).
 _TOOL_NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 
 
-class ToolNameError(ValueError):
+class ToolNameError(BadInputError):
     """A tool name mentioned somewhere that the environment does not know, or an environment tool never advertised."""
 
 

@@ -1,0 +1,15 @@
+"""One base class for bad input: whatever the user can fix before training starts.
+
+`training.train.cli` prints `error: <message>` for a `BadInputError` and exits 2; any other exception is a bug or a
+failure during training and keeps its traceback. The message names the key, flag, file, row or path to fix.
+"""
+
+from __future__ import annotations
+
+
+class BadInputError(ValueError):
+    """Input the user can fix (a recipe key, a flag, a data row, a path); the message says which."""
+
+
+class MissingPathError(BadInputError, FileNotFoundError):
+    """A file or directory the input names does not exist or lacks what it needs."""
