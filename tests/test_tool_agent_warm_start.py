@@ -147,7 +147,7 @@ def test_sampled_heldout_success_averages_over_episodes_and_is_reproducible(tiny
 def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, monkeypatch):
     from collections import Counter
 
-    import training.envs.tool_mixin as tool_mixin
+    import training.heldout as heldout
     from training.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
 
     trainer = build_tiny_env_trainer(str(tmp_path / "out"), heldout_samples_per_prompt=3, temperature=0.9)
@@ -159,7 +159,7 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
         sampled = kwargs.get("sampling") is not None
         return (0.25, Counter(bad_json=2)) if sampled else (0.5, Counter(unknown_tool=1))
 
-    monkeypatch.setattr(tool_mixin, "environment_success", fake_success)
+    monkeypatch.setattr(heldout, "environment_success", fake_success)
     result = trainer.evaluate_heldout()
     assert result == {"heldout/reward": 0.25, "heldout/greedy_reward": 0.5, "heldout/malformed_calls": 3.0}
     sampled = next(c for c in calls if c.get("sampling"))

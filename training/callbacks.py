@@ -79,10 +79,10 @@ class OptimizerTimingCallback(TrainerCallback):
 class HeldoutEvalCallback(TrainerCallback):
     """Score the held-out split every `every` optimizer steps; results go to the logs as `heldout/reward`."""
 
-    def __init__(self, trainer, every: int):
-        self.trainer = trainer
+    def __init__(self, heldout, every: int):
+        self.heldout = heldout
         self.every = every
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.every and state.global_step % self.every == 0:
-            self.trainer.record_heldout_reward()
+            self.heldout.record()

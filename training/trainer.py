@@ -14,13 +14,12 @@ from training.callbacks import (
 )
 from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
-from training.distributed import full_weights_for_generation
 from training.dynamic_sampling import DynamicSamplingMixin
 from training.envs.tool_mixin import ToolCallMixin
-from training.evaluation import heldout_reward
 from training.flags import StrictFlags, read_flags
 from training.forcing import ForcedToolCallMixin
 from training.health import HealthMonitorCallback
+from training.heldout import HeldoutEvaluation
 from training.record_at_sample import RecordAtSampleMixin
 from training.reference import ReferenceAdapterMixin
 from training.reward_checks import RewardChecksMixin
@@ -56,8 +55,7 @@ class StrictGRPOTrainer(
     def __init__(self, *args, flags: StrictFlags | None = None, heldout_rows: list[dict] | None = None, **kwargs):
         self.flags = flags if flags is not None else read_flags()
         super().__init__(*args, **kwargs)
-        self.heldout_rows = heldout_rows or []
-        self.heldout_history: list[dict] = []
+        self.heldout = HeldoutEvaluation(self, heldout_rows or [])
         self.wall_time_guard = WallTimeGuardCallback(self.args.max_wall_time_s)
         self.health = HealthMonitorCallback(self)
         # First of all callbacks, so that every logger and metrics.jsonl see its values.
@@ -65,8 +63,8 @@ class StrictGRPOTrainer(
         self.add_callback(MetricsJsonlCallback(self.args.output_dir))
         self.add_callback(self.wall_time_guard)
         self.add_callback(OptimizerTimingCallback(self._metrics["train"]))
-        if self.heldout_rows and self.args.heldout_eval_steps:
-            self.add_callback(HeldoutEvalCallback(self, self.args.heldout_eval_steps))
+        if self.heldout.rows and self.args.heldout_eval_steps:
+            self.add_callback(HeldoutEvalCallback(self.heldout, self.args.heldout_eval_steps))
 
     # ---- timing of the step's phases -------------------------------------------------------------------------
     def _generate(self, prompts):
@@ -96,31 +94,17 @@ class StrictGRPOTrainer(
 
     # ---- held-out reward ----------------------------------------------------------------------------------------
     def evaluate_heldout(self) -> dict[str, float]:
-        """Held-out reward of the current policy: `heldout/reward` (sampled as in training, fixed seed) and
-        `heldout/greedy_reward`; tool runs add `heldout/malformed_calls`."""
-        if self.environment_factories is not None:  # tool agents: goal success of episodes (envs/tool_mixin)
-            return self.evaluate_environment_heldout()
-        rows = self.heldout_rows[: self.args.heldout_max_samples]
-        model = self.accelerator.unwrap_model(self.model)
-        common = dict(
-            reward_weights=self.reward_weights.tolist(),
-            template_kwargs=self.chat_template_kwargs,
-            max_new_tokens=self.max_completion_length,
-        )
-        sampling = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
-        with full_weights_for_generation(model, self.accelerator):
-            return {
-                "heldout/reward": heldout_reward(
-                    model, self.processing_class, rows, self.reward_funcs, **common, sampling=sampling,
-                    num_samples=self.args.heldout_samples_per_prompt, seed=self.args.seed,
-                ),
-                "heldout/greedy_reward": heldout_reward(model, self.processing_class, rows, self.reward_funcs, **common),
-            }
+        """Held-out reward of the current policy (training/heldout.py)."""
+        return self.heldout.evaluate()
 
-    def record_heldout_reward(self) -> dict[str, float]:
-        """Score the held-out split now; the values join the next log and the held-out history."""
-        values = self.evaluate_heldout()
-        self.heldout_history.append({"step": self.state.global_step, **values})
-        for name, value in values.items():
-            self._metrics["train"][name].append(value)
-        return values
+    @property
+    def heldout_rows(self) -> list[dict]:
+        return self.heldout.rows
+
+    @heldout_rows.setter
+    def heldout_rows(self, rows: list[dict]) -> None:
+        self.heldout.rows = rows
+
+    @property
+    def heldout_history(self) -> list[dict]:
+        return self.heldout.history

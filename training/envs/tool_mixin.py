@@ -1,4 +1,4 @@
-"""Trainer mixin: strict tool calls in TRL's multi-turn loop, their counts, and held-out success by goal checker."""
+"""Trainer mixin: strict tool calls in TRL's multi-turn loop and their counts."""
 
 from __future__ import annotations
 
@@ -6,15 +6,13 @@ from collections import Counter
 
 import torch
 
-from training.envs.evaluation import environment_success
 from training.envs.tool_calls import MALFORMED_KINDS, EpisodeTools, install_strict_parsing, malformed_metric
 
 
 class ToolCallMixin:
     """Every rollout's tools are schema-checked and budgeted (`max_tool_calls_per_episode`), malformed calls come
     back to the model as tool errors, and each generation batch logs `tools/malformed/{bad_json, unknown_tool,
-    bad_arguments, too_many_turns}` (counts summed over the batch). With an `environment_factory`, the held-out
-    evaluation plays sampled and greedy episodes and reports the goal checker's success rates."""
+    bad_arguments, too_many_turns}` (counts summed over the batch)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -38,30 +36,3 @@ class ToolCallMixin:
         for kind, total in zip(MALFORMED_KINDS, totals, strict=True):
             self._metrics[mode][malformed_metric(kind)].append(float(total))
         return result
-
-    def evaluate_environment_heldout(self) -> dict[str, float]:
-        """Held-out goal success of episodes in the environment: `heldout/reward` sampled as in training (fixed
-        seed), `heldout/greedy_reward`, and `heldout/malformed_calls` (the malformed tool calls of both, counted as
-        in training)."""
-        if self._multi_environment:
-            raise NotImplementedError("held-out evaluation supports a single environment_factory, not a dict")
-        common = dict(
-            model=self.accelerator.unwrap_model(self.model),
-            tokenizer=self.processing_class,
-            rows=self.heldout_rows[: self.args.heldout_max_samples],
-            env_factory=self.environment_factories[None],
-            chat_template=self.chat_template,
-            template_kwargs=self.chat_template_kwargs,
-            max_new_tokens=self.max_completion_length,
-            max_turns=min(self.max_tool_calling_iterations, self.args.max_tool_calls_per_episode) + 1,
-            max_tool_calls=self.args.max_tool_calls_per_episode,
-        )
-        sampled, counts = environment_success(
-            **common,
-            sampling={"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k},
-            num_samples=self.args.heldout_samples_per_prompt,
-            seed=self.args.seed,
-        )
-        greedy, greedy_counts = environment_success(**common)
-        malformed = float(sum((counts + greedy_counts).values()))
-        return {"heldout/reward": sampled, "heldout/greedy_reward": greedy, "heldout/malformed_calls": malformed}
