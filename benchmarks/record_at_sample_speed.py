@@ -25,11 +25,11 @@ from peft import LoraConfig
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
+from tests.support.tiny_trainer import TASK_TRAIN, length_reward
 from training.config import StrictGRPOConfig
 from training.data import load_rows
 from training.flags import read_flags
 from training.models import resolve_model_path
-from training.tiny_trainer import TASK_TRAIN, length_reward
 from training.trainer import StrictGRPOTrainer
 
 LARGER = dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8,

@@ -24,8 +24,7 @@ from accelerate import PartialState
 from accelerate.utils import gather_object
 
 from judges.grouping import group_indices, local_slice, owner_of, prompt_key, scatter_group_scores, shared_columns
-from judges.protocol import Group, GroupJudge, GroupScores, JudgeConfigError, JudgeError
-from training.rewards import completion_text
+from judges.protocol import Group, GroupJudge, GroupScores, JudgeConfigError, JudgeError, completion_text
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +153,6 @@ class JudgeReward:
         self.build = build
         self.build_kwargs: dict[str, Any] = {}
         self.settings = settings or JudgeSettings()
-        self.totals: dict[str, float] = {name: 0.0 for name in COUNT_METRICS}
 
     def __repr__(self) -> str:
         return f"JudgeReward({self.__name__!r}, judge={type(self.judge).__name__ if self.judge else 'unbuilt'})"
@@ -214,8 +212,6 @@ class JudgeReward:
             "judge/retries": sum(o.attempts - 1 for o in outcomes),
             "judge/groups": len(outcomes),
         }
-        for name, value in counts.items():
-            self.totals[name] += value
         averaged: dict[str, list[float]] = {}
         for outcome in outcomes:
             for name, value in outcome.metrics.items():

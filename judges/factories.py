@@ -28,8 +28,9 @@ def build_llm_judge(
     api_key_env: str | None = None,
     **judge_kwargs,
 ) -> LLMGroupJudge:
-    """An `LLMGroupJudge` on a local model (`model`: a path, hub id or `tiny-qwen3`) or an OpenAI-compatible
-    endpoint (`base_url` + `served_model`); exactly one of the two. Other kwargs go to `LLMGroupJudge`."""
+    """An `LLMGroupJudge` on a local model (`model`: a path or hub id; the trainer resolves `tiny-qwen3`) or an
+    OpenAI-compatible endpoint (`base_url` + `served_model`); exactly one of the two. Other kwargs go to
+    `LLMGroupJudge`."""
     if (model is None) == (base_url is None):
         raise JudgeConfigError("llm_judge: give exactly one of judge_kwargs.llm_judge.model or .base_url")
     if base_url is not None:
@@ -57,16 +58,3 @@ exact_match_reward = JudgeReward(name="exact_match", build=ExactMatchJudge)
 format_reward = JudgeReward(name="format", build=FormatJudge)
 json_valid_reward = JudgeReward(name="json_valid", build=JsonValidityJudge)
 tool_call_valid_reward = JudgeReward(name="tool_call_valid", build=ToolCallValidityJudge)
-
-REGISTRY = {
-    reward.__name__: reward
-    for reward in (
-        embedding_judge_reward,
-        llm_judge_reward,
-        reward_model_judge_reward,
-        exact_match_reward,
-        format_reward,
-        json_valid_reward,
-        tool_call_valid_reward,
-    )
-}

@@ -24,7 +24,8 @@ class TransformersChatBackend:
     """Greedy generation with a local causal LM; returns only the newly generated tokens, decoded.
 
     Args:
-        model_path: a directory or hub id (`training.models.resolve_model_path` names such as `tiny-qwen3` work).
+        model_path: a directory or hub id `from_pretrained` can load (the trainer resolves names such as
+            `tiny-qwen3` in `judge_kwargs` before a judge is built).
         max_new_tokens: the judge's answer budget.
         template_kwargs: chat-template arguments; thinking is off by default so the answer is the JSON itself.
         device: where the model runs.
@@ -35,11 +36,8 @@ class TransformersChatBackend:
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from training.models import resolve_model_path
-
-        path = resolve_model_path(model_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path).to(device).eval()
         self.max_new_tokens = max_new_tokens
         self.template_kwargs = {"enable_thinking": False, **(template_kwargs or {})}
         self.device = device

@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
+def completion_text(completion) -> str:
+    """The text of one completion as TRL hands it to reward functions: conversational (a list of messages, the
+    assistant's contents joined) or plain text."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+
+
 @dataclass(frozen=True)
 class Group:
     """One prompt and all its sampled completions.

@@ -39,7 +39,7 @@ def task_rows() -> list[dict]:
 @pytest.fixture
 def make_trainer(tiny_model_dir, task_rows, tmp_path):
     """Build a StrictGRPOTrainer on the tiny Qwen3 with LoRA; keyword arguments override StrictGRPOConfig fields."""
-    from training.tiny_trainer import build_tiny_trainer
+    from tests.support.tiny_trainer import build_tiny_trainer
 
     def build(rows=None, **overrides):
         overrides.setdefault("output_dir", str(tmp_path / "out"))
@@ -60,7 +60,7 @@ def launched_cpu_run(tmp_path_factory, tiny_model_dir) -> dict:
 @pytest.fixture(scope="session")
 def workspace_rows() -> list[dict]:
     """Workspace `post_message` train rows with the agent's system prompt (the shortest forced calls)."""
-    from training.tiny_trainer import workspace_post_rows
+    from tests.support.tiny_trainer import workspace_post_rows
 
     return workspace_post_rows()
 
@@ -68,8 +68,8 @@ def workspace_rows() -> list[dict]:
 @pytest.fixture
 def make_env_trainer(make_trainer, workspace_rows):
     """`make_trainer` with the workspace environment (its goal checker joins the length reward) and tool-sized
-    completions (`training.tiny_trainer.env_settings`)."""
-    from training.tiny_trainer import env_settings
+    completions (`tests.support.tiny_trainer.env_settings`)."""
+    from tests.support.tiny_trainer import env_settings
 
     def build(**overrides):
         return make_trainer(**{"rows": workspace_rows[:16], **env_settings(), **overrides})

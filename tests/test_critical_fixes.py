@@ -1,18 +1,17 @@
 """The critical-fixes check passes on this tree, and fails, naming the check, when any one fix is reverted."""
 
 import pytest
-from trl import GRPOTrainer
 
 import training.envs.tool_names
+import training.features.reference
 import training.flags
 import training.health
-import training.record_at_sample
-import training.reference
+import training.trainer
+from scripts import critical_fixes
 from tests.support.reverts import recompute_old_logps_at_loss_time
-from training.forcing import ForcedToolCallMixin
-from training.scripts import critical_fixes
+from training.features.forcing import Forcing
+from training.features.value_head import ValueHeadFeature
 from training.trainer import StrictGRPOTrainer
-from training.value_head_mixin import ValueHeadMixin
 
 
 def _last_line(capsys) -> str:
@@ -26,26 +25,23 @@ def test_all_checks_pass(capsys):
     assert "FAIL" not in out
 
 
-_original_forcing = ForcedToolCallMixin._generate_and_score_completions
+_original_mark = Forcing.mark
 
 
-def _forced_rows_left_in_the_loss(self, inputs):
-    batch = _original_forcing(self, inputs)
+def _forced_rows_left_in_the_loss(self, batch, plan, accelerator, metrics):
+    _original_mark(self, batch, plan, accelerator, metrics)
     if "tool_mask" in batch:
         batch["tool_mask"][batch["forced"]] = batch["completion_mask"][batch["forced"]]
-    return batch
 
 
 def _reverts():
     """(check name, what to patch, replacement): each replacement undoes one fix."""
     return [
-        ("strict_trajectory_keys", (training.record_at_sample, "check_generation_batch"), lambda *a, **k: None),
-        ("no_forced_samples_in_rl", (ForcedToolCallMixin, "_generate_and_score_completions"),
-         _forced_rows_left_in_the_loss),
+        ("strict_trajectory_keys", (training.trainer, "check_generation_batch"), lambda *a, **k: None),
+        ("no_forced_samples_in_rl", (Forcing, "mark"), _forced_rows_left_in_the_loss),
         ("tool_names_consistent", (training.envs.tool_names, "check_tool_names"), lambda *a, **k: None),
-        ("value_head_trains", (ValueHeadMixin, "create_optimizer"),
-         lambda self, model=None: GRPOTrainer.create_optimizer(self, model)),
-        ("reference_sync_zero_diffs", (training.reference, "sync_reference"), lambda pairs, alpha: None),
+        ("value_head_trains", (ValueHeadFeature, "add_to_optimizer"), lambda self, optimizer: None),
+        ("reference_sync_zero_diffs", (training.features.reference, "sync_reference"), lambda pairs, alpha: None),
         ("detectors_fire_on_broken_runs", (training.health, "detect"),
          lambda logs, reuse_pass: {name: False for name in training.health.ADVICE}),
         ("sample_time_ratio_second_pass", (StrictGRPOTrainer, "_compute_loss"), recompute_old_logps_at_loss_time),

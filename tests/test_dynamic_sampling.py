@@ -5,9 +5,9 @@ import zlib
 import pytest
 import torch
 
-from training.dynamic_sampling import select_rows, signal_groups
+from training.features.dynamic_sampling import select_rows, signal_groups
+from training.features.zero_std_watch import next_streak
 from training.rewards import completion_text
-from training.zero_std_watch import next_streak
 
 
 def odd_answers_only_reward(completions, answer, **kwargs):
@@ -80,7 +80,7 @@ def test_zero_std_streak_warns_after_k_batches(make_trainer, caplog):
         return [1.0] * len(completions)
 
     trainer = make_trainer(max_steps=2, reward_funcs=[constant], zero_std_warn_threshold=0.5, zero_std_warn_steps=2)
-    with caplog.at_level("WARNING", logger="training.zero_std_watch"):
+    with caplog.at_level("WARNING", logger="training.features.zero_std_watch"):
         trainer.train()
     streaks = [h["zero_std/streak"] for h in trainer.state.log_history if "zero_std/streak" in h]
     assert streaks == [1.0, 2.0]
@@ -94,6 +94,6 @@ def test_zero_std_warning_with_dynamic_sampling_on_does_not_advise_turning_it_on
 
     trainer = make_trainer(max_steps=2, reward_funcs=[constant], zero_std_warn_threshold=0.5, zero_std_warn_steps=2,
                            dynamic_sampling=True, dynamic_sampling_max_rounds=1)
-    with caplog.at_level("WARNING", logger="training.zero_std_watch"):
+    with caplog.at_level("WARNING", logger="training.features.zero_std_watch"):
         trainer.train()
     assert "raise dynamic_sampling_max_rounds" in caplog.text and "turn on dynamic_sampling" not in caplog.text

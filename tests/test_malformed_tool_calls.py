@@ -4,6 +4,7 @@ from collections import Counter
 
 import pytest
 
+from training.envs.evaluation import environment_tools
 from training.envs.tool_calls import (
     INVALID_TOOL_CALL,
     EpisodeTools,
@@ -11,7 +12,6 @@ from training.envs.tool_calls import (
     check_tool_calls,
     malformed_metric,
 )
-from training.envs.evaluation import environment_tools
 from training.envs.workspace import WorkspaceEnv
 from training.flags import read_flags
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from training.reference import REF_ADAPTER, ReferenceSyncError, count_differing, sync_reference
+from training.features.reference import REF_ADAPTER, ReferenceSyncError, count_differing, sync_reference
 
 SYNC = dict(beta=0.04, sync_ref_model=True, ref_model_mixup_alpha=1.0)
 
@@ -16,7 +16,7 @@ def test_reference_adapter_is_a_frozen_copy_outside_the_optimizer(make_trainer):
     trainer = make_trainer(max_steps=1, **SYNC)
     model = trainer.model
     assert REF_ADAPTER in model.peft_config and model.active_adapter == "default"
-    pairs = trainer.reference_pairs()
+    pairs = trainer.reference.pairs()
     assert len(pairs) == 12  # 2 layers x (q, v, up) x (A, B)
     assert count_differing(pairs) == 0
     assert all(not ref.requires_grad for _, _, ref in pairs)
@@ -41,13 +41,13 @@ def test_policy_drifts_without_sync_and_ema_sync_moves_ref_by_alpha(make_trainer
     trainer = make_trainer(max_steps=2, ref_model_sync_steps=3, learning_rate=5e-3, **SYNC)
     trainer.train()
     assert logged(trainer, "ref_sync/param_diffs") == []
-    pairs = trainer.reference_pairs()
+    pairs = trainer.reference.pairs()
     assert count_differing(pairs) > 0  # two optimizer steps, no sync
 
     alpha = 0.3
     trainer.args.ref_model_mixup_alpha = alpha
     before = {name: (policy.detach().clone(), ref.detach().clone()) for name, policy, ref in pairs}
-    diffs = trainer.sync_reference_adapter()
+    diffs = trainer.reference.sync()
     assert diffs > 0  # an EMA step leaves the reference between the two
     assert trainer._metrics["train"]["ref_sync/param_diffs"] == [float(diffs)]
     moved = 0
@@ -68,10 +68,10 @@ def test_sync_reference_refuses_alpha_out_of_range():
 def test_hard_sync_that_leaves_differences_raises(make_trainer, monkeypatch):
     trainer = make_trainer(max_steps=1, **SYNC)
     with torch.no_grad():
-        trainer.reference_pairs()[0][1].add_(1.0)
-    monkeypatch.setattr("training.reference.sync_reference", lambda pairs, alpha: None)  # a sync that does nothing
+        trainer.reference.pairs()[0][1].add_(1.0)
+    monkeypatch.setattr("training.features.reference.sync_reference", lambda pairs, alpha: None)  # a sync that does nothing
     with pytest.raises(ReferenceSyncError, match="1 of 12"):
-        trainer.sync_reference_adapter()
+        trainer.reference.sync()
 
 
 def test_sync_ref_model_needs_beta(make_trainer):
@@ -82,7 +82,7 @@ def test_sync_ref_model_needs_beta(make_trainer):
 def test_full_fine_tuning_keeps_trls_reference_model_and_callback(make_trainer):
     from trl.trainer.callbacks import SyncRefModelCallback
 
-    from training.reference import ReferenceSyncCallback
+    from training.features.reference import ReferenceSyncCallback
 
     trainer = make_trainer(peft=False, max_steps=1, **SYNC)
     callbacks = [type(cb) for cb in trainer.callback_handler.callbacks]
@@ -99,7 +99,7 @@ def test_reference_covers_modules_to_save_and_trainable_tokens(tiny_model_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from training.reference import adapter_param_pairs, add_reference_adapter
+    from training.features.reference import adapter_param_pairs, add_reference_adapter
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     config = LoraConfig(

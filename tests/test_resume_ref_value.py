@@ -4,9 +4,8 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from training.reference import REF_ADAPTER
-from training.value_head_mixin import VALUE_HEAD_FILE
-
+from training.features.reference import REF_ADAPTER
+from training.features.value_head import VALUE_HEAD_FILE
 
 SETTINGS = dict(
     beta=0.04,
@@ -22,8 +21,8 @@ SETTINGS = dict(
 
 
 def snapshot(trainer):
-    ref = {name: ref.detach().clone() for name, _, ref in trainer.reference_pairs()}
-    head = {name: p.detach().clone() for name, p in trainer.value_head.named_parameters()}
+    ref = {name: ref.detach().clone() for name, _, ref in trainer.reference.pairs()}
+    head = {name: p.detach().clone() for name, p in trainer.value.head.named_parameters()}
     return ref, head
 
 
@@ -56,8 +55,8 @@ def test_resume_restores_reference_adapter_and_value_head_bit_for_bit(make_train
     assert all(torch.equal(resumed_ref[n], trained_ref[n]) for n in trained_ref)
     assert all(torch.equal(resumed_head[n], trained_head[n]) for n in trained_head)
     # Still frozen, still outside the optimizer; the policy adapter stays the trainable, active one.
-    assert all(not ref.requires_grad for _, _, ref in second.reference_pairs())
-    assert all(policy.requires_grad for _, policy, _ in second.reference_pairs())
+    assert all(not ref.requires_grad for _, _, ref in second.reference.pairs())
+    assert all(policy.requires_grad for _, policy, _ in second.reference.pairs())
     assert second.model.active_adapter == "default"
 
 

@@ -148,7 +148,7 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
     from collections import Counter
 
     import training.heldout as heldout
-    from training.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
+    from tests.support.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
 
     trainer = build_tiny_env_trainer(str(tmp_path / "out"), heldout_samples_per_prompt=3, temperature=0.9)
     trainer.heldout_rows = workspace_post_rows()[:2]

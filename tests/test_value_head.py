@@ -4,8 +4,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.tiny_trainer import value_task_settings
-from training.value_head_mixin import VALUE_HEAD_FILE
+from tests.support.tiny_trainer import value_task_settings
+from training.features.value_head import VALUE_HEAD_FILE
 
 
 def logged(trainer, name):
@@ -14,7 +14,7 @@ def logged(trainer, name):
 
 def test_value_head_params_are_in_the_optimizer_and_the_gradient_clipping(make_trainer):
     trainer = make_trainer(advantage_estimator="gae", max_grad_norm=1.0)
-    head = list(trainer.value_head.parameters())
+    head = list(trainer.value.head.parameters())
     trainer.create_optimizer()
     held = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
     assert all(id(p) in held for p in head)
@@ -41,28 +41,28 @@ def test_training_logs_value_metrics_uses_token_advantages_and_exports_the_head(
         return loss
 
     trainer._compute_loss = spy
-    before = [p.detach().clone() for p in trainer.value_head.parameters()]
+    before = [p.detach().clone() for p in trainer.value.head.parameters()]
     trainer.train()
     assert len(logged(trainer, "value/loss")) == 2 and len(logged(trainer, "value/explained_variance")) == 2
     assert all(v > 0 for v in logged(trainer, "value/loss"))
     shape = seen[0]["completion_mask"].shape  # (B, T): per-token advantages replaced TRL's (B,) ones
     assert seen[0]["advantages"].shape == seen[0]["old_values"].shape == seen[0]["value_returns"].shape == shape
     # The head trained: its weights moved, and step 2's values are no longer the zero-initialised ones.
-    assert any(not torch.equal(p, b) for p, b in zip(trainer.value_head.parameters(), before))
+    assert any(not torch.equal(p, b) for p, b in zip(trainer.value.head.parameters(), before))
     assert torch.all(seen[0]["old_values"] == 0) and torch.any(seen[1]["old_values"] != 0)
-    assert all(p.grad is None for p in trainer.value_head.parameters())  # cleared after the optimizer step
+    assert all(p.grad is None for p in trainer.value.head.parameters())  # cleared after the optimizer step
 
     out = tmp_path / "export"
     trainer.save_model(str(out))
     assert (out / "adapter_model.safetensors").exists()
     exported = load_file(str(out / VALUE_HEAD_FILE))
     assert set(exported) == {"proj.weight", "proj.bias"}
-    assert torch.equal(exported["proj.weight"], trainer.value_head.proj.weight.detach())
+    assert torch.equal(exported["proj.weight"], trainer.value.head.proj.weight.detach())
 
 
 def test_grpo_estimator_has_no_value_head(make_trainer):
     trainer = make_trainer(advantage_estimator="grpo", max_steps=1)
-    assert trainer.value_head is None
+    assert trainer.value.head is None
     trainer.train()
     assert logged(trainer, "value/loss") == []
 
@@ -138,7 +138,7 @@ def test_kl_penalty_in_the_gae_rewards_reads_the_reference_log_probs(make_traine
 
 
 def test_value_head_adds_no_forward_pass(make_trainer):
-    from training.value_head_mixin import final_norm
+    from training.features.value_head import final_norm
 
     counts = {}
     for estimator in ("grpo", "gae"):

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 import torch
 from trl import GRPOConfig
+from trl.trainer.utils import get_config_model_id
+
+from training.advantages import get_estimator
 
 
 @dataclass
@@ -77,10 +80,10 @@ class StrictGRPOConfig(GRPOConfig):
     advantage_estimator: str = field(
         default="grpo",
         metadata={
-            "help": "Advantages for the policy loss: 'grpo' (TRL's group-relative, no value head), 'gae' (GAE with "
-            "a learned value baseline, whitened per batch), 'hybrid' (Monte Carlo return-to-go minus the value "
-            "baseline, normalised within each prompt's group). 'gae' and 'hybrid' train a value head.",
-            "choices": ["grpo", "gae", "hybrid"],
+            "help": "Advantages for the policy loss, by name from the registry in training/advantages.py: 'grpo' "
+            "(TRL's group-relative, no value head), 'gae' (GAE with a learned value baseline, whitened per batch), "
+            "'hybrid' (Monte Carlo return-to-go minus the value baseline, normalised within each prompt's group). "
+            "'gae' and 'hybrid' train a value head.",
         },
     )
     vf_coef: float = field(
@@ -141,6 +144,15 @@ class StrictGRPOConfig(GRPOConfig):
             "`{embedding_judge: {reference_column: answer}, llm_judge: {model: tiny-qwen3, num_shuffles: 2}}`."
         },
     )
+    reward_magnitude_limit: float = field(
+        default=1e10,
+        metadata={
+            "help": "A reward whose magnitude exceeds this (or is infinite) is refused: counted in "
+            "`rewards/nonfinite_count`, then the run stops under `strict_health` naming the function and the value, "
+            "or the reward is masked as unscorable (NaN). Far below it float32 group statistics already lose the "
+            "differences between rewards; past ~1e18 the group std overflows and every advantage becomes 0."
+        },
+    )
     zero_std_warn_threshold: float = field(
         default=0.5,
         metadata={
@@ -185,7 +197,25 @@ class StrictGRPOConfig(GRPOConfig):
     def __post_init__(self):
         if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
             self.bf16 = False
+        get_estimator(self.advantage_estimator)  # refuses a name that is not registered
         super().__post_init__()
+
+
+def strict_config(args: GRPOConfig | None, model) -> StrictGRPOConfig:
+    """The trainer's config as TRL would build it: `StrictGRPOConfig`'s defaults when `args` is None (output_dir
+    `<model name>-GRPO`, like TRL), a plain `GRPOConfig` carried over field by field (TRL's SFTTrainer does the same
+    for `TrainingArguments`)."""
+    if isinstance(args, StrictGRPOConfig):
+        return args
+    if args is None:
+        name = model if isinstance(model, str) else get_config_model_id(model.config)
+        return StrictGRPOConfig(f"{name.split('/')[-1]}-GRPO")
+    if not isinstance(args, GRPOConfig):
+        raise TypeError(f"args must be a GRPOConfig (or StrictGRPOConfig), got {type(args).__name__}")
+    fields = args.to_dict()
+    fields["hub_token"] = args.hub_token  # to_dict hides it
+    fields.pop("push_to_hub_token", None)
+    return StrictGRPOConfig(**fields)
 
 
 @dataclass

@@ -7,7 +7,7 @@ same defaults.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from training.errors import BadInputError
 
@@ -40,9 +40,6 @@ class StrictFlags:
             "PPO_RECORD_AT_SAMPLE": str(int(self.ppo_record_at_sample)),
             "STRICT_TRAJ_KEYS": str(int(self.strict_traj_keys)),
         }
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _bool_flag(name: str, raw: str) -> bool:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
+from judges.protocol import completion_text
 from training.tasks.larger_number import ANSWER_PATTERN, parse_answer
 
-
-def completion_text(completion) -> str:
-    """The text of one completion, conversational (list of messages) or plain."""
-    if isinstance(completion, str):
-        return completion
-    return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+__all__ = ["answer_format_reward", "completion_text", "exact_answer_reward"]
 
 
 def exact_answer_reward(completions: list, answer: list[str], **kwargs) -> list[float]:

@@ -54,17 +54,3 @@ def sampled_token_logprobs(
         logps = torch.log_softmax(row_logits, dim=-1).gather(-1, token_ids).squeeze(-1)
         result.append(logps.tolist())
     return result
-
-
-def vllm_sampled_logprobs(logprobs: list[list[list[float | None]]]) -> list[list[float]]:
-    """Keep the sampled token's log-prob from vLLM's per-token lists (`logprobs=0` gives exactly one entry, the
-    sampled token). A token vLLM could not score (None) becomes NaN, never 0: it must stay visible downstream."""
-    out = []
-    for i, sequence in enumerate(logprobs):
-        row = []
-        for t, entries in enumerate(sequence):
-            if not entries:
-                raise ValueError(f"vLLM returned no log-prob for completion {i}, token {t}; was logprobs=None?")
-            row.append(float("nan") if entries[0] is None else float(entries[0]))
-        out.append(row)
-    return out

@@ -64,12 +64,34 @@ OPTIONAL = {
         )
     },
 }
-# Features register the keys they add to the batch here (name -> spec), at import time.
-EXTENSIONS: dict[str, KeySpec] = {}
+# What the strict stack's features add to the batch. Data travels between features in these keys, never on the trainer.
+FEATURE_KEYS = {
+    "forced": KeySpec(("B",), "any"),  # bool per sample: its first turn was forced (features/forcing.py)
+    "forced_sft_mask": KeySpec(("B", "C"), "int"),  # forced tokens for the optional supervised term
+    "sequence_rewards": KeySpec(("B",), "float"),  # weighted reward per completion; NaN = unscorable
+    "group_ids": KeySpec(("B",), "int"),  # which prompt's group each completion belongs to (global numbering)
+    "old_values": KeySpec(("B", "C"), "float"),  # value estimates at the first visit (features/value_head.py)
+    "value_returns": KeySpec(("B", "C"), "float"),
+    "value_advantages": KeySpec(("B", "C"), "float"),
+}
 
 
-def register_key(name: str, spec: KeySpec) -> None:
-    EXTENSIONS[name] = spec
+def loss_mask(batch: dict) -> torch.Tensor:
+    """(B, C) 1 on the tokens the policy loss trains on: real completion tokens, minus tool results and samples kept
+    out of the loss (`tool_mask` zero: forced rows, tokens the sampler could not score). The one rule every feature
+    reads."""
+    mask = batch["completion_mask"]
+    return mask * batch["tool_mask"] if "tool_mask" in batch else mask
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of `x` over the positions where `mask` is 1.
+
+    An empty mask (a micro-batch whose rows are all forced, say) gives 0, never 0/0 = NaN, and keeps `x`'s graph so a
+    loss built on it still backpropagates (zero gradient). Callers that train on it count the case
+    (`trajectory/empty_loss_mask`)."""
+    kept = torch.where(mask.bool(), x, torch.zeros_like(x))
+    return kept.sum() / mask.sum().clamp(min=1)
 
 
 def _dtype_ok(value, kind: str) -> bool:
@@ -84,7 +106,7 @@ def schema_problems(batch: dict, required: set[str]) -> list[tuple[str, str]]:
     `required` names the keys this run's loss must find (the always-required ones plus, for example,
     `old_per_token_logps` under record-at-sample or `ref_per_token_logps` when beta != 0).
     """
-    known = {**REQUIRED, **OPTIONAL, **EXTENSIONS}
+    known = {**REQUIRED, **OPTIONAL, **FEATURE_KEYS}
     problems = []
     for key in sorted(set(required) - set(batch)):
         problems.append(("missing_keys", f"missing key {key!r}"))

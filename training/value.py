@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from training.trajectory import masked_mean
+
 
 def sequence_reward_to_tokens(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Place each sequence's scalar reward on its last real token: (B,) -> (B, T). Raises on an empty completion."""
@@ -54,11 +56,6 @@ def gae(
     return advantages, (advantages + values) * mask
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of `x` over the positions where `mask` is 1."""
-    return (x * mask).sum() / mask.sum()
-
-
 def masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """(x - mean) / std over the masked positions (population std); zero off the mask."""
     mean = masked_mean(x, mask)
@@ -70,7 +67,7 @@ def clipped_value_loss(
     values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, clip: float
 ) -> torch.Tensor:
     """PPO's clipped value loss: 0.5 * mean over tokens of max((V - R)^2, (V_clip - R)^2),
-    V_clip = old_V + clamp(V - old_V, -clip, clip)."""
+    V_clip = old_V + clamp(V - old_V, -clip, clip). An empty mask gives 0 (trajectory.masked_mean), never NaN."""
     clipped = old_values + torch.clamp(values - old_values, -clip, clip)
     loss = torch.max((values - returns) ** 2, (clipped - returns) ** 2)
     return 0.5 * masked_mean(loss, mask)

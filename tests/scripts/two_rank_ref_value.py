@@ -14,7 +14,7 @@ torch.set_num_threads(1)
 
 
 def main(out_dir: str) -> None:
-    from training.tiny_trainer import build_tiny_trainer
+    from tests.support.tiny_trainer import build_tiny_trainer
 
     trainer = build_tiny_trainer(
         os.path.join(out_dir, "run"),
@@ -32,9 +32,9 @@ def main(out_dir: str) -> None:
     rank = trainer.accelerator.process_index
     record = {
         "world_size": trainer.accelerator.num_processes,
-        "ref": {name: ref.double().sum().item() for name, _, ref in trainer.reference_pairs()},
-        "policy": {name: policy.double().sum().item() for name, policy, _ in trainer.reference_pairs()},
-        "value_head": {name: p.double().sum().item() for name, p in trainer.value_head.named_parameters()},
+        "ref": {name: ref.double().sum().item() for name, _, ref in trainer.reference.pairs()},
+        "policy": {name: policy.double().sum().item() for name, policy, _ in trainer.reference.pairs()},
+        "value_head": {name: p.double().sum().item() for name, p in trainer.value.head.named_parameters()},
         "ref_sync/count": [h["ref_sync/count"] for h in trainer.state.log_history if "ref_sync/count" in h],
     }
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:

@@ -1,7 +1,7 @@
 """Run by tests/test_multiprocess_ref_value.py under `torchrun --nproc_per_node 2` with DS_ACCELERATOR=cpu.
 
 Puts the tiny Qwen3 with a LoRA policy adapter and the "ref" adapter under a real DeepSpeed ZeRO-3 engine (gloo,
-CPU), moves the policy adapter, then runs `training.reference`'s gathered sync and difference count on the
+CPU), moves the policy adapter, then runs `training.features.reference`'s gathered sync and difference count on the
 partitioned tensors. Writes OUT/rank{N}.json with what each rank saw.
 """
 
@@ -19,8 +19,7 @@ def main(out_dir: str) -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from training.models import resolve_model_path
-    from training.reference import (
+    from training.features.reference import (
         adapter_param_pairs,
         add_reference_adapter,
         count_differing,
@@ -28,6 +27,7 @@ def main(out_dir: str) -> None:
         is_partitioned,
         sync_reference,
     )
+    from training.models import resolve_model_path
 
     deepspeed.init_distributed(dist_backend="gloo")
     rank = int(os.environ["RANK"])

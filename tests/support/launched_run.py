@@ -31,7 +31,7 @@ def run_launch_cpu(root: Path) -> dict:
         "bash", str(REPO / "launchers" / "launch_cpu.sh"), "--output_dir", str(out),
         "--max_steps", "2", "--save_steps", "1", "--warm_start_steps", "0", "--heldout_max_samples", "4",
         # an untrained model never answers right: a reward with spread makes the adapter move
-        "--reward_funcs", "training.tiny_trainer.length_reward", "--reward_weights", "1.0",
+        "--reward_funcs", "tests.support.tiny_trainer.length_reward", "--reward_weights", "1.0",
         "--heldout_eval_steps", "0", "--per_device_train_batch_size", "8", "--num_generations", "4",
         "--push_to_hub", "--hub_model_id", "me/tiny-grpo", "--hub_token", ARG_TOKEN,
         "--push_dry_run", str(push_dir), "--push_merged_weights", "true",

@@ -2,16 +2,17 @@
 
 TRL 1.16 computes the KL term's reference log-probs with the adapter named "ref" whenever the PEFT model has one
 (`use_adapter(model, adapter_name="ref")` in `_generate_and_score_completions`), but refuses `sync_ref_model=True`
-with a PEFT model. `ReferenceAdapterMixin` creates that adapter (a frozen copy of the policy adapter), lifts TRL's
-refusal for the PEFT case only, and every `ref_model_sync_steps` optimizer steps sets
-ref <- alpha * policy + (1 - alpha) * ref over every trainable adapter tensor, then verifies the sync.
+with a PEFT model. `ReferenceAdapter` creates that adapter (a frozen copy of the policy adapter), lifts TRL's
+refusal for the PEFT case only (TRL's own fields are used unchanged; its `SyncRefModelCallback`, which needs a
+separate `ref_model`, is replaced by `ReferenceSyncCallback`), and every `ref_model_sync_steps` optimizer steps sets
+ref <- alpha * policy + (1 - alpha) * ref over every trainable adapter tensor, then verifies the sync
+(`ref_sync/param_diffs`: 0 after a hard sync; `ref_sync/count`). Full fine-tuning (no PEFT) keeps TRL's behaviour.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import logging
 import os
 from collections.abc import Iterator
@@ -19,7 +20,6 @@ from collections.abc import Iterator
 import torch
 from peft import PeftModel
 from transformers import TrainerCallback
-from trl import GRPOTrainer
 
 from training.errors import MissingPathError
 
@@ -125,63 +125,67 @@ def freeze_reference_adapter(model: PeftModel) -> None:
 class ReferenceSyncCallback(TrainerCallback):
     """After every `ref_model_sync_steps`-th optimizer step, sync the reference adapter and verify it."""
 
-    def __init__(self, trainer: ReferenceAdapterMixin):
-        self.trainer = trainer
+    def __init__(self, reference: ReferenceAdapter):
+        self.reference = reference
 
     def on_train_begin(self, args, state, control, **kwargs):
         # On resume the syncs before the checkpoint happened at every multiple of the interval.
-        self.trainer.ref_sync_count = state.global_step // args.ref_model_sync_steps
+        self.reference.count = state.global_step // args.ref_model_sync_steps
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % args.ref_model_sync_steps == 0:
-            self.trainer.sync_reference_adapter()
+            self.reference.sync()
 
 
-class ReferenceAdapterMixin:
+class ReferenceAdapter:
     """With LoRA and `beta != 0`, the reference is a frozen adapter "ref" (TRL's KL term reads it); with
-    `sync_ref_model=True` it is synced every `ref_model_sync_steps` optimizer steps with `ref_model_mixup_alpha`.
+    `sync_ref_model=True` it is synced every `ref_model_sync_steps` optimizer steps with `ref_model_mixup_alpha`."""
 
-    TRL's own fields are used unchanged; only TRL's `NotImplementedError` for PEFT models is bypassed (and its
-    `SyncRefModelCallback`, which needs a separate `ref_model`, is replaced by `ReferenceSyncCallback`). Full
-    fine-tuning (no PEFT) keeps TRL's behaviour.
-    """
+    def __init__(self, args, uses_peft: bool):
+        self.syncs = bool(args.sync_ref_model and uses_peft)
+        if self.syncs and args.beta == 0.0:
+            raise ValueError(
+                "sync_ref_model=True with beta=0.0: the reference adapter is only read by the KL term, so there is "
+                "nothing to sync. Set beta > 0 or sync_ref_model=False."
+            )
+        self.args = args
+        self.model: PeftModel | None = None
+        self.policy_adapter: str | None = None
+        self.count = 0
 
-    def __init__(self, *args, **kwargs):
-        known = inspect.signature(GRPOTrainer.__init__).parameters
-        bound = inspect.signature(GRPOTrainer.__init__).bind_partial(
-            self, *args, **{k: v for k, v in kwargs.items() if k in known}
-        ).arguments
-        train_args, model = bound.get("args"), bound.get("model")
-        uses_peft = bound.get("peft_config") is not None or isinstance(model, PeftModel)
-        self._ours_syncs_ref = bool(train_args is not None and train_args.sync_ref_model and uses_peft)
-        if self._ours_syncs_ref:
-            if train_args.beta == 0.0:
-                raise ValueError(
-                    "sync_ref_model=True with beta=0.0: the reference adapter is only read by the KL term, so there is "
-                    "nothing to sync. Set beta > 0 or sync_ref_model=False."
-                )
-            train_args.sync_ref_model = False  # TRL would raise NotImplementedError for PEFT here
-        try:
-            super().__init__(*args, **kwargs)
-        finally:
-            if self._ours_syncs_ref:
-                train_args.sync_ref_model = True
-        self.ref_sync_count = 0
-        model = self.accelerator.unwrap_model(self.model)
-        if not isinstance(model, PeftModel) or self.beta == 0.0:
+    @contextlib.contextmanager
+    def trl_init(self) -> Iterator[None]:
+        """Around `GRPOTrainer.__init__`: hide `sync_ref_model` from TRL, which raises NotImplementedError for PEFT."""
+        if not self.syncs:
+            yield
             return
+        self.args.sync_ref_model = False
+        try:
+            yield
+        finally:
+            self.args.sync_ref_model = True
+
+    def attach(self, model, accelerator, metrics: dict, force: bool = False) -> TrainerCallback | None:
+        """Add the reference adapter to a LoRA `model` when the KL term reads it (`beta != 0`, or `force`); returns
+        the sync callback to register when syncing is on."""
+        if not isinstance(model, PeftModel) or (self.args.beta == 0.0 and not force):
+            return None
+        self.model, self.accelerator, self.metrics = model, accelerator, metrics
         self.policy_adapter = model.active_adapter
         add_reference_adapter(model, self.policy_adapter)
-        if self._ours_syncs_ref:
-            self.add_callback(ReferenceSyncCallback(self))
+        return ReferenceSyncCallback(self) if self.syncs or force else None
 
-    def reference_pairs(self):
+    @property
+    def active(self) -> bool:
+        return self.model is not None
+
+    def pairs(self):
         """(name, policy, reference) for every trainable tensor of the policy adapter."""
-        return adapter_param_pairs(self.accelerator.unwrap_model(self.model), self.policy_adapter)
+        return adapter_param_pairs(self.model, self.policy_adapter)
 
-    def sync_reference_adapter(self) -> int:
+    def sync(self) -> int:
         """Sync ref toward the policy now, verify it, log `ref_sync/param_diffs`; returns the differing count."""
-        pairs = self.reference_pairs()
+        pairs = self.pairs()
         alpha = self.args.ref_model_mixup_alpha
         tensors = [t for _, p, r in pairs for t in (p, r)]
         with gathered(tensors) as may_write:
@@ -190,8 +194,8 @@ class ReferenceAdapterMixin:
         with gathered(tensors, modifier_rank=None):
             diffs = count_differing(pairs)
             checksum = reference_checksum(pairs)
-        self.ref_sync_count += 1
-        self._metrics["train"]["ref_sync/param_diffs"].append(float(diffs))
+        self.count += 1
+        self.metrics["ref_sync/param_diffs"].append(float(diffs))
         if alpha == 1.0 and diffs:
             raise ReferenceSyncError(
                 f"hard reference sync left {diffs} of {len(pairs)} adapter tensors different from the policy"
@@ -202,20 +206,17 @@ class ReferenceAdapterMixin:
                 raise ReferenceSyncError(f"reference adapter differs between processes after sync: {all_sums.tolist()}")
         return diffs
 
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        # A running count, so written as is rather than averaged over the logging window like `_metrics`.
-        if self._ours_syncs_ref and "loss" in logs:
-            logs["ref_sync/count"] = float(self.ref_sync_count)
-        super().log(logs, start_time)
+    def add_count(self, logs: dict) -> None:
+        """`ref_sync/count` on a training-step log: a running count, written as is rather than averaged over the
+        logging window like the step metrics."""
+        if self.syncs:
+            logs["ref_sync/count"] = float(self.count)
 
-    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
-        # Transformers restores every adapter saved in a sub-directory (ours: "ref/") on resume.
-        super()._load_from_checkpoint(resume_from_checkpoint, model)
-        peft_model = self.accelerator.unwrap_model(self.model)
-        if isinstance(peft_model, PeftModel) and REF_ADAPTER in peft_model.peft_config:
-            if not os.path.isdir(os.path.join(resume_from_checkpoint, REF_ADAPTER)):
-                raise MissingPathError(
-                    f"checkpoint {resume_from_checkpoint!r} has no reference adapter directory {REF_ADAPTER!r}/"
-                )
-            freeze_reference_adapter(peft_model)
-            peft_model.set_adapter(self.policy_adapter)
+    def restore(self, checkpoint: str) -> None:
+        """After transformers restored every adapter saved in a sub-directory (ours: "ref/") on resume."""
+        if not self.active or REF_ADAPTER not in self.model.peft_config:
+            return
+        if not os.path.isdir(os.path.join(checkpoint, REF_ADAPTER)):
+            raise MissingPathError(f"checkpoint {checkpoint!r} has no reference adapter directory {REF_ADAPTER!r}/")
+        freeze_reference_adapter(self.model)
+        self.model.set_adapter(self.policy_adapter)

@@ -1,6 +1,6 @@
 """Prove on this machine that every critical fix works: behavioural checks on the tiny Qwen3, on CPU.
 
-    python -m training.scripts.critical_fixes [--only NAME ...] [--list]
+    python -m scripts.critical_fixes [--only NAME ...] [--list]
 
 Prints a table (check, PASS/FAIL, detail), then a last line `N passed, M failed`; exits 1 on any failure. Each
 check runs the real trainer briefly and asserts behaviour, so reverting any one fix makes its check fail.
@@ -36,7 +36,7 @@ def _workdir(name: str) -> str:
 
 
 def _trainer(name: str, **kwargs):
-    from training.tiny_trainer import build_tiny_trainer
+    from tests.support.tiny_trainer import build_tiny_trainer
 
     return build_tiny_trainer(output_dir=_workdir(name), **kwargs)
 
@@ -48,8 +48,8 @@ def _train_logs(trainer) -> list[dict]:
 
 
 def _generation_batch(trainer, n_prompts: int = 2) -> dict:
+    from tests.support.tiny_trainer import TASK_TRAIN
     from training.data import load_rows
-    from training.tiny_trainer import TASK_TRAIN
 
     rows = [dict(r) for r in load_rows(TASK_TRAIN)[:n_prompts] for _ in range(trainer.num_generations)]
     return trainer._generate_and_score_completions(rows)
@@ -74,8 +74,8 @@ def check_strict_trajectory_keys() -> str:
 
 
 def check_no_forced_in_rl() -> str:
+    from tests.support.tiny_trainer import build_tiny_env_trainer
     from training.flags import read_flags
-    from training.tiny_trainer import build_tiny_env_trainer
 
     default = build_tiny_env_trainer(_workdir("forced_default"), flags=read_flags({}), max_steps=1)
     default.train()
@@ -94,10 +94,10 @@ def check_no_forced_in_rl() -> str:
 
 
 def check_tool_names_consistent() -> str:
+    from tests.support.tiny_trainer import AGENT_PROMPT
     from training.envs.prompting import render_system_prompt
     from training.envs.tool_names import ToolNameError, check_tool_names, environment_tool_names
     from training.envs.workspace import WorkspaceEnv
-    from training.tiny_trainer import AGENT_PROMPT
 
     tools = environment_tool_names(WorkspaceEnv)
     prompt = render_system_prompt(AGENT_PROMPT, WorkspaceEnv)
@@ -113,7 +113,7 @@ def check_tool_names_consistent() -> str:
 
 
 def check_value_head_trains() -> str:
-    from training.tiny_trainer import value_task_settings
+    from tests.support.tiny_trainer import value_task_settings
 
     trainer = _trainer("value", **value_task_settings())
     trainer.train()
@@ -136,7 +136,7 @@ def check_reference_sync() -> str:
     counts = [row.get("ref_sync/count") for row in logs]
     expect(diffs == [0.0, 0.0], f"ref_sync/param_diffs after hard syncs: {diffs}, expected [0.0, 0.0]")
     expect(counts == [1.0, 2.0], f"ref_sync/count: {counts}, expected [1.0, 2.0]")
-    pairs = trainer.reference_pairs()
+    pairs = trainer.reference.pairs()
     expect(len(pairs) > 0, "no reference adapter tensors found")
     differing = sum(not torch.equal(ref, policy) for _, policy, ref in pairs)
     expect(differing == 0, f"{differing} reference tensors differ from the policy right after a hard sync")

@@ -1,11 +1,13 @@
 """DAPO dynamic sampling: drop groups whose rewards are all equal and top the batch up with fresh groups.
 
-`DynamicSamplingMixin` wraps `_generate_and_score_completions` (cooperatively: it calls `super()` once per round).
-After a round, each local group whose weighted rewards have zero spread (or are all NaN) is dropped; while any
-process is short, every process generates another round from prompts drawn from the train dataset (all processes
-run the same number of rounds, since generation and reward gathering are collective). The kept groups' rows of
-every batch tensor are stitched into one batch of the original size. Advantages are those each round computed; with
-`scale_rewards="group"` (TRL's default) a group's advantages do not depend on the other groups.
+`DynamicSampling.collect` runs the step's sampling round (`sample_round`: generate, score, attach) once, and again
+while any process is short of groups with signal. After a round, each local group whose weighted rewards
+(`sequence_rewards`) have zero spread (or are all NaN) is dropped; while any process is short, every process
+generates another round from prompts drawn from the train dataset (all processes run the same number of rounds,
+since generation and reward gathering are collective). The kept groups' rows of every batch tensor are stitched into
+one batch of the original size, with `group_ids` renumbered and `num_items_in_batch` recounted. Advantages are those
+each round computed; with `scale_rewards="group"` (TRL's default) a group's advantages do not depend on the other
+groups.
 
 Metrics: `dynamic_sampling/rounds`, `dynamic_sampling/dropped_groups` (zero-variance groups seen, all rounds),
 `dynamic_sampling/kept_frac_first_round`, `dynamic_sampling/unfilled_groups` (zero-variance groups left in the batch
@@ -16,9 +18,12 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 
 import torch
 from trl.trainer.utils import nanstd
+
+from training.trajectory import loss_mask
 
 logger = logging.getLogger(__name__)
 
@@ -28,13 +33,6 @@ def signal_groups(rewards: torch.Tensor, num_generations: int) -> list[bool]:
     grouped = rewards.view(-1, num_generations)
     std = nanstd(grouped, dim=1)
     return [bool(torch.isfinite(s) and not torch.isclose(s, torch.zeros_like(s))) for s in std]
-
-
-def weighted_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """TRL's summed reward per row: NaN components left out, rows NaN in every component stay NaN."""
-    rewards = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    return rewards
 
 
 def _pad_value(key: str, pad_token_id: int) -> float:
@@ -81,53 +79,39 @@ def select_rows(parts: list[tuple[dict, list[int]]], pad_token_id: int) -> dict:
     return merged
 
 
-class DynamicSamplingMixin:
+class DynamicSampling:
     """See the module docstring. Active only in training mode and when `args.dynamic_sampling` is on."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._dynamic_draws = 0
-        self._last_rewards_per_func: torch.Tensor | None = None
-        if not self.args.dynamic_sampling:
+    def __init__(self, args, train_dataset, num_generations: int, seed: int, process_index: int):
+        self.enabled = args.dynamic_sampling
+        self.max_rounds = args.dynamic_sampling_max_rounds
+        self.num_generations = num_generations
+        self.train_dataset = train_dataset
+        self.seed = seed
+        self.process_index = process_index
+        self.draws = 0
+        if not self.enabled:
             return
-        local = self.args.per_device_train_batch_size * self.args.steps_per_generation
-        if local % self.num_generations != 0:
+        local = args.per_device_train_batch_size * args.steps_per_generation
+        if local % num_generations != 0:
             raise ValueError(
                 f"dynamic_sampling needs whole groups on each process: per_device_train_batch_size * "
-                f"steps_per_generation = {local} is not a multiple of num_generations = {self.num_generations}"
+                f"steps_per_generation = {local} is not a multiple of num_generations = {num_generations}"
             )
-        if not hasattr(self.train_dataset, "__len__"):
+        if not hasattr(train_dataset, "__len__"):
             raise ValueError("dynamic_sampling needs a map-style train_dataset to draw top-up prompts from")
-        if self.args.dynamic_sampling_max_rounds < 1:
-            raise ValueError(f"dynamic_sampling_max_rounds must be >= 1, got {self.args.dynamic_sampling_max_rounds}")
+        if self.max_rounds < 1:
+            raise ValueError(f"dynamic_sampling_max_rounds must be >= 1, got {self.max_rounds}")
 
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._last_rewards_per_func = rewards_per_func
-        return rewards_per_func
+    def active(self, mode: str) -> bool:
+        return self.enabled and mode == "train"
 
-    def _local_signal_groups(self, num_rows: int) -> list[bool]:
-        rewards = weighted_rewards(self._last_rewards_per_func, self.reward_weights)
-        start = self.accelerator.process_index * num_rows
-        return signal_groups(rewards[start : start + num_rows], self.num_generations)
-
-    def _draw_topup_inputs(self, num_groups: int) -> list[dict]:
-        """`num_groups` fresh prompts from the train dataset, each repeated `num_generations` times in a row."""
-        self._dynamic_draws += 1
-        rng = random.Random(f"{self.args.seed}:{self.accelerator.process_index}:{self._dynamic_draws}")
-        indices = rng.sample(range(len(self.train_dataset)), min(num_groups, len(self.train_dataset)))
-        while len(indices) < num_groups:
-            indices.append(rng.randrange(len(self.train_dataset)))
-        return [dict(self.train_dataset[i]) for i in indices for _ in range(self.num_generations)]
-
-    def _generate_and_score_completions(self, inputs):
-        if not (self.args.dynamic_sampling and self.model.training):
-            return super()._generate_and_score_completions(inputs)
+    def collect(self, inputs: list[dict], sample_round: Callable[[list[dict]], dict], accelerator, metrics: dict,
+                pad_token_id: int) -> dict:
         g = self.num_generations
         needed = len(inputs) // g
-        batch = super()._generate_and_score_completions(inputs)
-        signal = self._local_signal_groups(len(inputs))
-        first_round = (batch, signal)
+        first_batch = batch = sample_round(inputs)
+        first_signal = signal = signal_groups(batch["sequence_rewards"], g)
         parts: list[tuple[dict, list[int]]] = []
         kept = dropped = 0
         rounds = 1
@@ -137,16 +121,15 @@ class DynamicSamplingMixin:
             if take:
                 parts.append((batch, [j * g + r for j in take for r in range(g)]))
                 kept += len(take)
-            short = torch.tensor([needed - kept], device=self.accelerator.device)
-            if self.accelerator.gather(short).max().item() == 0 or rounds >= self.args.dynamic_sampling_max_rounds:
+            short = torch.tensor([needed - kept], device=accelerator.device)
+            if accelerator.gather(short).max().item() == 0 or rounds >= self.max_rounds:
                 break
-            batch = super()._generate_and_score_completions(self._draw_topup_inputs(needed))
-            signal = self._local_signal_groups(len(inputs))
+            batch = sample_round(self._draw_topup_inputs(needed))
+            signal = signal_groups(batch["sequence_rewards"], g)
             rounds += 1
 
         unfilled = needed - kept
         if unfilled:
-            first_batch, first_signal = first_round
             fill = [j for j, ok in enumerate(first_signal) if not ok][:unfilled]
             parts.append((first_batch, [j * g + r for j in fill for r in range(g)]))
             logger.warning(
@@ -154,14 +137,29 @@ class DynamicSamplingMixin:
                 "batch (raise dynamic_sampling_max_rounds or check the reward's spread)",
                 unfilled, needed, rounds,
             )
-        metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/dropped_groups"].append(float(dropped))
-        metrics["dynamic_sampling/kept_frac_first_round"].append(first_round[1].count(True) / needed)
+        metrics["dynamic_sampling/kept_frac_first_round"].append(first_signal.count(True) / needed)
         metrics["dynamic_sampling/unfilled_groups"].append(float(unfilled))
-        if len(parts) == 1 and parts[0][0] is first_round[0] and rounds == 1:
-            return first_round[0]
-        output = select_rows(parts, self._tokenizer.pad_token_id)
-        mask = output["completion_mask"] if "tool_mask" not in output else output["completion_mask"] * output["tool_mask"]
-        output["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+        if rounds == 1 and len(parts) == 1 and parts[0][0] is first_batch:
+            return first_batch
+        output = select_rows(parts, pad_token_id)
+        start = self.process_index * len(inputs)
+        output["group_ids"] = torch.arange(start, start + len(inputs), device=output["group_ids"].device) // g
+        output["num_items_in_batch"] = accelerator.gather(loss_mask(output).sum()).sum()
         return output
+
+    def _draw_topup_inputs(self, num_groups: int) -> list[dict]:
+        """`num_groups` fresh prompts from the train dataset, each repeated `num_generations` times in a row."""
+        self.draws += 1
+        rng = random.Random(f"{self.seed}:{self.process_index}:{self.draws}")
+        indices = rng.sample(range(len(self.train_dataset)), min(num_groups, len(self.train_dataset)))
+        while len(indices) < num_groups:
+            indices.append(rng.randrange(len(self.train_dataset)))
+        return [dict(self.train_dataset[i]) for i in indices for _ in range(self.num_generations)]
+
+    def state_dict(self) -> dict:
+        return {"draws": self.draws}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.draws = state["draws"]
