@@ -73,6 +73,7 @@ class EpisodeRecord:
     invalid: Counter = field(default_factory=Counter)
     final_posterior: ParentPosterior | None = None
     surrogate_updates: int = 0
+    reset_text: str = ""  # what reset returned (appended to the prompt)
 
     @property
     def used(self) -> int:
@@ -176,7 +177,8 @@ class CausalEnv:
                                     self.scm.optimum().expected)
         self._sync_record()
         head = f"{initial} observational samples:\n{format_rows(self.scm.variables, rows)}\n" if initial else ""
-        return f"{head}Budget: {budget} calls."
+        self.record.reset_text = f"{head}Budget: {budget} calls."
+        return self.record.reset_text
 
     # ---- tools ----------------------------------------------------------------------------------------------------
     # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.

@@ -35,10 +35,19 @@ def linear_optimum(scm: SCM) -> Optimum:
     return best
 
 
-def numerical_optimum(scm: SCM, grid_points: int = GRID_POINTS) -> Optimum:
+def best_value(scm: SCM, var: str, grid_points: int = GRID_POINTS) -> Optimum:
+    """The best do(var = v) for one variable: the better endpoint (linear) or grid + Brent refinement."""
+    if scm.is_linear:
+        lo, hi = scm.ranges[var]
+        e_lo, e_hi = scm.expected_target({var: lo}), scm.expected_target({var: hi})
+        return Optimum(var, hi, e_hi, True) if scm.better(e_hi, e_lo) else Optimum(var, lo, e_lo, True)
+    return numerical_optimum(scm, grid_points, variables=[var])
+
+
+def numerical_optimum(scm: SCM, grid_points: int = GRID_POINTS, variables: list[str] | None = None) -> Optimum:
     sign = _sign(scm)
     best: Optimum | None = None
-    for var in scm.actionable:
+    for var in variables or scm.actionable:
         lo, hi = scm.ranges[var]
         grid = np.linspace(lo, hi, grid_points)
         values = np.array([scm.expected_target({var: float(v)}) for v in grid])
