@@ -58,7 +58,8 @@ def posterior_from_mask_probs(probs: np.ndarray, variables: list[str], target: s
     sets = tuple(frozenset(variables[i] for i in members(m, d)) for m in masks)
     p = np.asarray(probs, dtype=float)[masks]
     p = p / p.sum()
-    marg = {v: float(sum(pi for s, pi in zip(sets, p) if v in s)) for v in variables if v != target}
+    bits = np.array(masks)
+    marg = {v: float(p[(bits >> i) & 1 == 1].sum()) for i, v in enumerate(variables) if v != target}
     return ParentPosterior(target, sets, p, marg)
 
 
