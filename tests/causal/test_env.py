@@ -1,0 +1,142 @@
+"""The intervention environment: tools, budget, counted invalid calls, records, reproducibility, configuration."""
+
+import filecmp
+
+import numpy as np
+import pytest
+
+from tests.causal.helpers import chain5
+from training.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env
+from training.envs.prompting import tool_schemas
+from training.envs.tool_names import environment_tool_names
+from training.tasks import causal as causal_task
+
+
+def row(**over):
+    base = {"scm_json": chain5().to_json(), "seed": 3, "budget": 6, "initial_samples": 4}
+    return {**base, **over}
+
+
+def test_only_intervene_and_observe_are_tools_with_typed_schemas():
+    assert environment_tool_names(CausalEnv) == ["intervene", "observe"]
+    schema = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas(CausalEnv)}
+    assert schema["intervene"]["properties"]["variable"]["type"] == "string"
+    assert schema["intervene"]["properties"]["value"]["type"] == "number"
+    assert schema["observe"]["properties"] == {}
+
+
+def test_reset_summarises_initial_data_and_intervene_reports_every_variable():
+    env = CausalEnv()
+    text = env.reset(**row())
+    assert text.startswith("4 observational samples:") and text.endswith("Budget: 6 calls.")
+    assert env.surrogate.updates == 1 and len(text.splitlines()) == 6
+    out = env.intervene("X1", 2.0)
+    first = out.splitlines()[0].split()
+    assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.00"
+    step = env.record.steps[-1]
+    assert step.valid and step.expected_target == pytest.approx(-2.4)
+    assert step.info_gain == pytest.approx(step.entropy_before - step.entropy_after)
+    assert step.entropy_before != step.entropy_after and env.surrogate.updates == 2
+    assert len(env.observe().splitlines()) == 4  # 3 rows and the budget line
+
+
+def test_every_invalid_kind_is_answered_counted_and_changes_nothing():
+    env = CausalEnv()
+    env.reset(**row(budget=1))
+    state = (env._rng.bit_generator.state, env.surrogate.updates, env.surrogate.entropy())
+    calls = {"unknown_variable": ("X7", 1.0), "target_variable": ("X2", 1.0), "bad_value_type": ("X1", "big"),
+             "non_finite": ("X1", float("nan")), "out_of_bounds": ("X1", 9.0)}
+    for kind, args in calls.items():
+        assert env.intervene(*args).startswith("error: ")
+    assert (env._rng.bit_generator.state, env.surrogate.updates, env.surrogate.entropy()) == state
+    assert env.record.used == 0
+    env.intervene("X1", 1.0)
+    assert env.intervene("X1", 1.0) == "error: budget of 1 calls used up"
+    assert env.observe().startswith("error: budget")
+    assert dict(env.record.invalid) == {**{k: 1 for k in calls}, "budget_exceeded": 2}
+    assert set(env.record.invalid) <= set(INVALID_KINDS)
+    assert env.record.metrics()["causal/invalid_calls"] == 7 and env.record.used == 1
+    assert all(s.info_gain == 0.0 and s.expected_target is None for s in env.record.steps if not s.valid)
+
+
+def test_same_row_same_samples_and_posterior_trajectory():
+    def episode():
+        env = CausalEnv()
+        texts = [env.reset(**row())]
+        texts += [env.intervene("X3", -1.5), env.observe(), env.intervene("X0", 3.0)]
+        return texts, [(s.entropy_before, s.entropy_after) for s in env.record.steps]
+
+    assert episode() == episode()
+    other = CausalEnv()
+    assert other.reset(**row(seed=4)) != episode()[0][0]
+
+
+def test_regret_uses_expected_values_and_never_goes_below_zero():
+    env = CausalEnv()
+    env.reset(**row(scm_json=chain5(target="X4").to_json()))
+    opt = env.scm.optimum()
+    assert env.record.regret == pytest.approx(opt.expected - env.scm.expected_target())
+    env.intervene("X0", 0.5)
+    r1 = env.record.regret
+    env.intervene(opt.variable, opt.value)
+    assert env.record.regret == 0.0 and r1 > 0 and env.record.steps[-1].regret == 0.0
+    env.intervene("X0", 0.5)  # a worse call later does not undo the best so far
+    assert env.record.regret == 0.0
+
+
+def test_frozen_and_noop_surrogates_never_learn():
+    frozen = make_causal_env("exact", active=False)()
+    frozen.reset(**row())
+    h = frozen.surrogate.entropy()
+    frozen.intervene("X1", 1.0)
+    assert frozen.surrogate.updates == 0 and frozen.surrogate.entropy() == h
+    assert frozen.record.steps[-1].info_gain == 0.0
+    noop = make_causal_env("noop")()
+    noop.reset(**row())
+    noop.intervene("X1", 1.0)
+    assert noop.record.metrics()["surrogate/updates"] == 0.0
+    with pytest.raises(ValueError, match="surrogate"):
+        make_causal_env("oracle")
+
+
+def test_reset_refuses_rows_it_cannot_run():
+    with pytest.raises(EpisodeError, match="scm_json"):
+        CausalEnv().reset(seed=1)
+    with pytest.raises(EpisodeError, match="seed"):
+        CausalEnv().reset(scm_json=chain5().to_json())
+    with pytest.raises(EpisodeError, match="budget"):
+        CausalEnv().reset(**row(budget=0))
+    with pytest.raises(EpisodeError, match="target"):
+        CausalEnv().reset(**row(target="X4"))
+    with pytest.raises(EpisodeError, match="before reset"):
+        CausalEnv().observe()
+
+
+def test_generator_rewrites_the_shipped_splits_byte_for_byte(tmp_path):
+    causal_task.write_splits(tmp_path)
+    for name in ("train.jsonl", "heldout.jsonl"):
+        assert filecmp.cmp(tmp_path / name, causal_task.DATA_DIR / name, shallow=False), name
+
+
+def test_bundled_rows_run_in_the_environment_and_prompt_names_everything():
+    train = load_rows_no_prompt(causal_task.DATA_DIR / "train.jsonl")
+    heldout = load_rows_no_prompt(causal_task.DATA_DIR / "heldout.jsonl")
+    assert len(train) == 64 and len(heldout) == 16
+    assert {r["scm_json"] for r in train}.isdisjoint(r["scm_json"] for r in heldout)
+    assert {r["family"] for r in train} == {"chain", "fork", "star", "er"}
+    assert 0.1 < np.mean([r["mechanism"] == "nonlinear" for r in train]) < 0.5
+    for r in heldout:
+        env = CausalEnv()
+        env.reset(**r)
+        v = env.scm.actionable[0]
+        assert not env.intervene(v, 1.0).startswith("error")
+        text = causal_task.causal_prompt(r)[0]["content"]
+        assert all(x in text for x in env.scm.variables) and f"Target: {r['target']}" in text
+        assert f"Budget: {r['budget']}" in text and "[-3, 3]" in text
+
+
+def load_rows_no_prompt(path):
+    import json
+
+    with open(path) as f:
+        return [json.loads(line) for line in f]

@@ -1,0 +1,79 @@
+"""Users' YAML SCMs and the restricted expression language; the published CBO toy SCM and its optimum."""
+
+import copy
+
+import numpy as np
+import pytest
+import yaml
+
+from training.causal.expressions import ExpressionError, compile_expression
+from training.causal.user_scm import UserSCMError, load_user_scm, scm_from_spec
+
+TOY = "examples/scms/cbo_toy.yaml"
+
+
+def test_cbo_toy_optimum_matches_the_paper():
+    scm = load_user_scm(TOY)
+    assert scm.parents() == {"Z"} and scm.goal == "min"
+    opt = scm.optimum()
+    # Aglietti et al. 2020 report do(Z = -3.20), E[Y] = -2.17; the stationary point sin z = exp(-z/20)/20 gives
+    # z = -3.20030, cos z - exp(-z/20) = -2.17181.
+    assert opt.variable == "Z"
+    assert opt.value == pytest.approx(-3.20, abs=0.005) and opt.expected == pytest.approx(-2.17, abs=0.005)
+    assert opt.value == pytest.approx(-3.200303, abs=1e-4) and opt.expected == pytest.approx(-2.171806, abs=1e-6)
+    # do(X) reaches no better: E[Y | do(X)] >= the Z optimum everywhere on X's range
+    assert min(scm.expected_target({"X": float(x)}) for x in np.linspace(-5, 5, 101)) > opt.expected + 0.5
+
+
+def test_toy_samples_follow_the_equations():
+    scm = load_user_scm(TOY)
+    x = scm.sample(20000, np.random.default_rng(0), {"X": 1.0})
+    z, y = x[:, 1], x[:, 2]
+    assert np.all(x[:, 0] == 1.0) and z.mean() == pytest.approx(np.exp(-1.0), abs=0.03)
+    assert (y - (np.cos(z) - np.exp(-z / 20))).std() == pytest.approx(1.0, abs=0.03)
+
+
+def spec():
+    with open(TOY) as f:
+        return yaml.safe_load(f)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda s: s.pop("target"), "'target'"),
+    (lambda s: s.update(goal="lowest"), "goal"),
+    (lambda s: s["variables"]["Z"].update(mechanism="__import__('os').system('true')"), "variables.Z.mechanism"),
+    (lambda s: s["variables"]["Z"].update(mechanism="X.real"), "variables.Z.mechanism"),
+    (lambda s: s["variables"]["Z"].update(mechanism="exp(-X) + Y"), "variables.Z.mechanism"),
+    (lambda s: s["variables"]["Z"].update(mechanism="3.0"), "variables.Z.mechanism"),  # edge X -> Z unused
+    (lambda s: s["variables"]["Z"].update(range=[20, -5]), "variables.Z.range"),
+    (lambda s: s["variables"]["Z"].update(noise_std="big"), "variables.Z.noise_std"),
+    (lambda s: s["variables"]["Z"].update(colour="red"), "variables.Z"),
+    (lambda s: s["variables"]["Y"].update(range=[0, 1]), "variables.Y.range"),
+    (lambda s: (s["edges"].append(["Z", "X"]), s["variables"]["X"].update(mechanism="Z")), "cycle"),
+    (lambda s: s["edges"].append(["Q", "X"]), "edges[2]"),
+])
+def test_bad_user_scms_raise_naming_the_field(edit, field):
+    s = copy.deepcopy(spec())
+    edit(s)
+    with pytest.raises(UserSCMError) as err:
+        scm_from_spec(s, where="toy")
+    assert field in str(err.value)
+
+
+def test_expression_language_is_arithmetic_and_whitelisted_functions_only():
+    f = compile_expression("2 * tanh(A) - B ** 2 / (1 + abs(B)) + pi", {"A", "B"})
+    a, b = np.array([0.3, -1.0]), np.array([2.0, 0.5])
+    assert np.allclose(f({"A": a, "B": b}), 2 * np.tanh(a) - b ** 2 / (1 + np.abs(b)) + np.pi)
+    assert f.names == {"A", "B"}
+    for bad in ("open('x')", "A.__class__", "[A][0]", "A if B else 0", "lambda: 1", "'s'", "A < B", "exp(x=A)",
+                "exp(A, B)", "np.exp(A)"):
+        with pytest.raises(ExpressionError):
+            compile_expression(bad, {"A", "B"})
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(UserSCMError, match="does not exist"):
+        load_user_scm(tmp_path / "none.yaml")
+    (tmp_path / "bad.yaml").write_text("variables: [unclosed")
+    with pytest.raises(UserSCMError, match="not valid YAML"):
+        load_user_scm(tmp_path / "bad.yaml")

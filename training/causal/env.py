@@ -1,0 +1,253 @@
+"""The intervention environment: a TRL `environment_factory` class whose tools sample a seeded SCM.
+
+TRL constructs the class with no arguments, calls `reset(**row)` before each rollout (the returned text is appended
+to the prompt's last user message) and exposes every public method except `reset`/`get_reward` as a tool, its JSON
+schema read from the type hints and the docstring. So the class has exactly two public methods, `intervene` and
+`observe`; everything else is private or an attribute.
+
+Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
+episode budget (row `budget`, default 20) and updates the surrogate (unless the class is frozen). A call the
+environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
+variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
+it samples nothing, updates nothing and uses no budget.
+
+Every call is recorded (`StepRecord`): the call, its validity, the text returned, the posterior entropy before and
+after, the information gain (their difference), the target's sampled value and, for interventions, E[target | do]
+and the regret after the call. Regret = optimum - best E[target | do] reached so far (mirrored for goal "min"),
+where the best starts at E[target] without intervention and the result is clipped at 0. The EXPECTED value is used,
+not the noisy sampled target: the policy controls which distribution it samples, not the noise, so rewarding the
+sample would reward luck and make regret negative by chance; the expectation is exact for the linear family.
+
+Rows (`training.tasks.causal`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
+samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
+common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
+sees at reset, default 5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from training.causal.metrics import parent_f1
+from training.causal.scm import SCM, InterventionError
+from training.causal.surrogate import ParentPosterior
+
+DEFAULT_BUDGET = 20
+DEFAULT_INITIAL_SAMPLES = 5
+OBSERVE_ROWS = 3
+INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
+                 "budget_exceeded")
+
+
+class EpisodeError(ValueError):
+    """A row the environment cannot start an episode from; the message names the field."""
+
+
+@dataclass
+class StepRecord:
+    tool: str
+    arguments: dict
+    valid: bool
+    outcome: str
+    error_kind: str | None = None
+    entropy_before: float | None = None
+    entropy_after: float | None = None
+    info_gain: float = 0.0
+    target_value: float | None = None  # the sampled target (mean of the rows for observe)
+    expected_target: float | None = None  # E[target | do] (interventions only)
+    regret: float | None = None  # after this call
+
+
+@dataclass
+class EpisodeRecord:
+    scm: SCM
+    budget: int
+    initial_entropy: float
+    initial_expected: float  # E[target] without intervention, where "best so far" starts
+    optimum: float
+    steps: list[StepRecord] = field(default_factory=list)
+    invalid: Counter = field(default_factory=Counter)
+    final_posterior: ParentPosterior | None = None
+    surrogate_updates: int = 0
+    reset_text: str = ""  # what reset returned (appended to the prompt)
+
+    @property
+    def used(self) -> int:
+        return sum(s.valid for s in self.steps)
+
+    @property
+    def best_expected(self) -> float:
+        vals = [s.expected_target for s in self.steps if s.valid and s.expected_target is not None]
+        best = self.initial_expected
+        for v in vals:
+            if self.scm.better(v, best):
+                best = v
+        return best
+
+    @property
+    def regret(self) -> float:
+        gap = self.optimum - self.best_expected if self.scm.goal == "max" else self.best_expected - self.optimum
+        return max(0.0, gap)
+
+    @property
+    def info_gain(self) -> float:
+        return float(sum(s.info_gain for s in self.steps if s.valid))
+
+    @property
+    def final_entropy(self) -> float:
+        valid = [s for s in self.steps if s.valid]
+        return valid[-1].entropy_after if valid else self.initial_entropy
+
+    @property
+    def parent_f1(self) -> float:
+        if self.final_posterior is None:
+            raise ValueError("parent_f1: the episode has no posterior")
+        return parent_f1(self.final_posterior.map_set(), self.scm.parents())
+
+    def metrics(self) -> dict[str, float]:
+        """This episode's values of the causal metrics (names as in the metric contract)."""
+        return {
+            "causal/info_gain": self.info_gain,
+            "causal/posterior_entropy": self.final_entropy,
+            "causal/regret": self.regret,
+            "causal/parent_f1": self.parent_f1,
+            "causal/invalid_calls": float(sum(self.invalid.values())),
+            "surrogate/updates": float(self.surrogate_updates),
+        }
+
+
+def format_rows(variables: list[str], rows: np.ndarray) -> str:
+    return "\n".join(" ".join(f"{v}={x:.2f}" for v, x in zip(variables, row)) for row in rows)
+
+
+def build_surrogate(kind: str, variables: list[str], target: str):
+    if kind == "exact":
+        from training.causal.exact_surrogate import ExactSurrogate
+
+        return ExactSurrogate(variables, target)
+    if kind == "learned":
+        from training.causal.learned_surrogate import LearnedSurrogate
+
+        return LearnedSurrogate(variables, target)
+    if kind == "noop":
+        from training.causal.surrogate import NoopSurrogate
+
+        return NoopSurrogate(variables, target)
+    raise ValueError(f"surrogate: must be 'exact', 'learned' or 'noop', got {kind!r}")
+
+
+class CausalEnv:
+    """One episode of interventions on a seeded SCM (see module docstring). Configure via `make_causal_env`."""
+
+    surrogate_kind = "exact"
+    active = True  # False: the surrogate is frozen (never updated)
+
+    def __init__(self):
+        self.scm: SCM | None = None
+        self.surrogate = None
+        self.record: EpisodeRecord | None = None
+        self._rng: np.random.Generator | None = None
+
+    def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
+              initial_samples: int | None = None, target: str | None = None, **row) -> str:
+        """Start an episode on the row's SCM; returns a short summary of the initial observational data."""
+        if scm_json is None:
+            raise EpisodeError(f"causal row needs 'scm_json' (columns: {sorted(['seed', *row])})")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise EpisodeError(f"causal row needs an int 'seed' for the episode's sampling, got {seed!r}")
+        budget = DEFAULT_BUDGET if budget is None else budget
+        initial = DEFAULT_INITIAL_SAMPLES if initial_samples is None else initial_samples
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise EpisodeError(f"row 'budget' must be an int >= 1, got {budget!r}")
+        if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
+            raise EpisodeError(f"row 'initial_samples' must be an int >= 0, got {initial!r}")
+        self.scm = SCM.from_json(scm_json)
+        if target is not None and target != self.scm.target:
+            raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {self.scm.target!r}")
+        self._rng = np.random.default_rng(seed)
+        self.surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
+        rows = self.scm.sample(initial, self._rng)
+        if initial and self.active:
+            self.surrogate.update(rows, np.zeros_like(rows, dtype=bool))
+        self.record = EpisodeRecord(self.scm, budget, self.surrogate.entropy(), self.scm.expected_target(),
+                                    self.scm.optimum().expected)
+        self._sync_record()
+        head = f"{initial} observational samples:\n{format_rows(self.scm.variables, rows)}\n" if initial else ""
+        self.record.reset_text = f"{head}Budget: {budget} calls."
+        return self.record.reset_text
+
+    # ---- tools ----------------------------------------------------------------------------------------------------
+    # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.
+    def intervene(self, variable: str, value: float) -> str:
+        """Set a variable and sample all variables.
+
+        Args:
+            variable: name, e.g. X1
+            value: value within its range
+        """
+        args = {"variable": variable, "value": value}
+        if self._refuse_past_budget("intervene", args):
+            return self.record.steps[-1].outcome
+        try:
+            var, val = self.scm.check_intervention(variable, value)
+        except InterventionError as err:
+            return self._refuse("intervene", args, err.kind, str(err))
+        rows = self.scm.sample(1, self._rng, {var: val})
+        mask = np.zeros_like(rows, dtype=bool)
+        mask[:, self.scm.index[var]] = True
+        return self._accept("intervene", args, rows, mask, self.scm.expected_target({var: val}))
+
+    def observe(self) -> str:
+        """Sample all variables without intervening."""
+        if self._refuse_past_budget("observe", {}):
+            return self.record.steps[-1].outcome
+        rows = self.scm.sample(OBSERVE_ROWS, self._rng)
+        return self._accept("observe", {}, rows, np.zeros_like(rows, dtype=bool), None)
+
+    # ---- bookkeeping ----------------------------------------------------------------------------------------------
+    def _refuse_past_budget(self, tool: str, args: dict) -> bool:
+        if self.record is None:
+            raise EpisodeError(f"{tool} called before reset")
+        if self.record.used < self.record.budget:
+            return False
+        self._refuse(tool, args, "budget_exceeded", f"budget of {self.record.budget} calls used up")
+        return True
+
+    def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
+        self.record.invalid[kind] += 1
+        self.record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind))
+        return f"error: {message}"
+
+    def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None) -> str:
+        before = self.surrogate.entropy()
+        if self.active:
+            self.surrogate.update(rows, mask)
+        after = self.surrogate.entropy()
+        left = self.record.budget - self.record.used - 1
+        text = f"{format_rows(self.scm.variables, rows)}\n({left} calls left)"
+        step = StepRecord(tool, args, True, text, entropy_before=before, entropy_after=after,
+                          info_gain=before - after, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
+                          expected_target=expected)
+        self.record.steps.append(step)
+        step.regret = self.record.regret
+        self._sync_record()
+        return text
+
+    def _sync_record(self) -> None:
+        self.record.final_posterior = self.surrogate.posterior()
+        self.record.surrogate_updates = self.surrogate.updates
+
+
+def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
+    """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
+    ("exact", "learned" or "noop"); `active=False` freezes the surrogate (it never updates)."""
+    if surrogate not in ("exact", "learned", "noop"):
+        raise ValueError(f"surrogate: must be 'exact', 'learned' or 'noop', got {surrogate!r}")
+    if not isinstance(active, bool):
+        raise ValueError(f"active: must be a bool, got {active!r}")
+    name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
+    return type(name, (CausalEnv,), {"surrogate_kind": surrogate, "active": active, "__doc__": CausalEnv.__doc__})
