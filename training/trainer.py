@@ -8,8 +8,8 @@ batch (keys in training/trajectory.py), never on the trainer.
                  plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls,
                  `_generate_single_turn` records log-probs and writes forced first turns, `_calculate_rewards`
                  checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's old-log-prob forward from
-                 the recorded log-probs), then attaches the old log-probs, rewards and group ids, masks forced rows
-                 and checks the schema; then the zero-std watch.
+                 the recorded log-probs), then logs the environments' episode metrics, attaches the old log-probs,
+                 rewards and group ids, masks forced rows and checks the schema; then the zero-std watch.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
                  feeds the value head and the ratio statistics), the value loss, the optional supervised term.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
@@ -40,6 +40,7 @@ from training.config import StrictGRPOConfig, strict_config
 from training.diagnostics import rss_mb, timed
 from training.errors import MissingPathError
 from training.features.dynamic_sampling import DynamicSampling
+from training.features.environment_metrics import EnvironmentMetrics
 from training.features.forcing import Forcing, Plan, policy_logps
 from training.features.record_at_sample import RecordAtSample, recorded_logps_tensor
 from training.features.reference import ReferenceAdapter
@@ -107,6 +108,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                                      args.logp_diff_warn_threshold)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
+        self.environment_metrics = EnvironmentMetrics()
         self.dynamic_sampling = DynamicSampling(args, self.train_dataset, self.num_generations, args.seed,
                                                 self.accelerator.process_index)
         judge_settings = JudgeSettings(retries=args.judge_retries, timeout_s=args.judge_timeout_s,
@@ -162,6 +164,7 @@ class StrictGRPOTrainer(GRPOTrainer):
             scored = self._round
         finally:
             self._round = None
+        self.environment_metrics.log(self.environments, self.accelerator, metrics)
         self.record.attach_old_logps(batch)
         if scored.rewards_per_func is None:
             raise RuntimeError("no rewards were computed for this generation batch")

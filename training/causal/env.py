@@ -26,7 +26,6 @@ sees at reset, default 5).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
