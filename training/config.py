@@ -215,6 +215,7 @@ def strict_config(args: GRPOConfig | None, model) -> StrictGRPOConfig:
     fields = args.to_dict()
     fields["hub_token"] = args.hub_token  # to_dict hides it
     fields.pop("push_to_hub_token", None)
+    fields.pop("generation_batch_size")  # derived by GRPOConfig from steps_per_generation; both given is refused
     return StrictGRPOConfig(**fields)
 
 

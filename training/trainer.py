@@ -9,7 +9,8 @@ batch (keys in training/trajectory.py), never on the trainer.
                  `_generate_single_turn` records log-probs and writes forced first turns, `_calculate_rewards`
                  checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's old-log-prob forward from
                  the recorded log-probs), then logs the environments' episode metrics, attaches the old log-probs,
-                 rewards and group ids, masks forced rows and checks the schema; then the zero-std watch.
+                 rewards and group ids, masks forced rows and checks the schema; then the zero-std watch and, every
+                 `logp_check_steps` batches, the sampler/trainer log-prob agreement check.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
                  feeds the value head and the ratio statistics), the value loss, the optional supervised term.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
@@ -150,6 +151,8 @@ class StrictGRPOTrainer(GRPOTrainer):
             batch = self._sampling_round(inputs)
         if self._mode == "train" and len(metrics["frac_reward_zero_std"]) > zero_std_seen:
             self.zero_std.after_batch(metrics["frac_reward_zero_std"][zero_std_seen], metrics)  # the first round's
+        if self.record.due_for_logp_check(self._mode):
+            self.record.log_logp_gap(batch, self._recompute_logps(batch), metrics)
         return batch
 
     def _sampling_round(self, inputs: list[dict]) -> dict:
@@ -174,8 +177,6 @@ class StrictGRPOTrainer(GRPOTrainer):
         )
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
         self._check_batch(batch, mode)
-        if self.record.due_for_logp_check(mode):
-            self.record.log_logp_gap(batch, self._recompute_logps(batch), metrics)
         return batch
 
     def _generate(self, prompts):

@@ -115,7 +115,7 @@ class RewardChecks:
         row, column = (int(i) for i in bad.nonzero()[0])
         name, value = names[column], rewards_per_func[row, column].item()
         message = (
-            f"reward function {name!r} returned {value!r} for completion {row} ({int(bad[:, column].sum())} such "
+            f"reward function {name!r} returned {value:.6g} for completion {row} ({int(bad[:, column].sum())} such "
             f"rewards this batch): infinite, or beyond reward_magnitude_limit={self.magnitude_limit:g}, where float32 "
             "group statistics overflow and every advantage of the group would silently be 0"
         )
