@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from training.causal.env import make_causal_env
-from training.tasks.causal import scm_row
 from training.causal.families import random_scm
+from training.tasks.causal import scm_row
 
 MARK = "<!-- causal_surrogate_speed -->"
 

@@ -1,6 +1,6 @@
 """Step time of StrictGRPOTrainer with record-at-sample against plain trl.GRPOTrainer, paired and alternating.
 
-    python benchmarks/record_at_sample_speed.py [--pairs 5] [--steps 6] [--write BENCHMARKS.md]
+    python -m benchmarks.record_at_sample_speed [--pairs 5] [--steps 6] [--write BENCHMARKS.md]
 
 Both trainers run the same recipe (LoRA, num_iterations=2, so TRL recomputes the old log-probs with one extra
 policy forward per generation batch; ours reuses the sampled ones) on two models: the offline tiny Qwen3 and a
@@ -119,7 +119,7 @@ def main() -> None:
         MARKER,
         "## Record-at-sample vs plain TRL: step time (issue 3)",
         "",
-        f"Command: `python benchmarks/record_at_sample_speed.py --pairs {args.pairs} --steps {args.steps} "
+        f"Command: `python -m benchmarks.record_at_sample_speed --pairs {args.pairs} --steps {args.steps} "
         "--write BENCHMARKS.md`. Machine: " + machine + ". LoRA r=16 on all linear layers, 16 completions per "
         "step (4 prompts x 4), up to 16 new tokens, `num_iterations=2`, fp32 CPU. Step time = TRL's `step_time` "
         "(generation, scoring and the update), mean over a run's generation batches after the first; pairs "
