@@ -62,6 +62,14 @@ class StrictGRPOConfig(GRPOConfig):
             "reward, which GRPO optimises); `heldout/greedy_reward` is logged beside it."
         },
     )
+    heldout_seed: int | None = field(
+        default=None,
+        metadata={
+            "help": "Seed of the held-out episodes: episode (row r, sample s) samples from its own seed derived from "
+            "(heldout_seed, r, s), so runs evaluated with the same heldout_seed see the same prompts and random "
+            "numbers (paired comparisons; training/episodes.py). None: the training `seed`."
+        },
+    )
     strict_health: bool = field(
         default=True,
         metadata={

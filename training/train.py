@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     after = trainer.evaluate_heldout() if heldout_rows else {}
     if after:
         trainer.heldout_history.append({"step": trainer.state.global_step, **after})
+        trainer.heldout.write_final(training_args.output_dir)  # eval.jsonl: per-episode scores for training.compare
     trainer.save_model(training_args.output_dir)
 
     summary = {
