@@ -70,6 +70,14 @@ class StrictGRPOConfig(GRPOConfig):
             "numbers (paired comparisons; training/episodes.py). None: the training `seed`."
         },
     )
+    tracking_group: str | None = field(
+        default=None,
+        metadata={
+            "help": "Group of this run in the experiment trackers named by `report_to` (W&B `group`, trackio "
+            "`group`; training/tracking.py). `training.workflow` sets it to the run's configuration, so that runs "
+            "differing only by seed group together."
+        },
+    )
     strict_health: bool = field(
         default=True,
         metadata={

@@ -25,6 +25,7 @@ from training.flags import read_flags
 from training.hub import RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
 from training.report import library_versions, plot_reward_curve, write_run_summary
+from training.tracking import attach_tracking, finish_tracking
 from training.trainer import StrictGRPOTrainer
 from training.warm_start import supervised_warm_start
 from training.warm_start_tools import trace_warm_start
@@ -192,6 +193,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     if trainer.accelerator.is_main_process:
         logger.info("Strict flags: %s", flags.as_env())
+    tracking = attach_tracking(trainer, {  # report_to trackers: the resolved configuration beyond training_args
+        "script_args": vars(script_args), "model_args": vars(model_args), "strict_flags": flags.as_env(),
+        "recipe": argv[argv.index("--config") + 1] if "--config" in argv else None,
+    })
 
     before = trainer.evaluate_heldout() if heldout_rows and not resume else {}
     if before:
@@ -224,6 +229,9 @@ def main(argv: list[str] | None = None) -> dict:
     if trainer.accelerator.is_main_process:
         write_run_summary(training_args.output_dir, summary)
         plot_reward_curve(training_args.output_dir, trainer.heldout_history)
+        finish_tracking(tracking, training_args.output_dir, {  # final held-out metrics and the adapter artifact
+            k: summary[k] for k in ("heldout_reward_before", "heldout_reward_after") if summary[k] is not None
+        })
         logger.info(
             "Done in %.0fs at step %d (%s). Held-out reward: before %s, after %s",
             summary["wall_time_s"],
