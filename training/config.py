@@ -236,6 +236,15 @@ class StrictScriptArguments:
             "which assisted sampling and RL then have to fix). In (0, 1]."
         },
     )
+    trainer: str = field(
+        default="strict",
+        metadata={
+            "help": "'strict': StrictGRPOTrainer (the strict stack). 'trl': plain `trl.GRPOTrainer` on the same "
+            "data, model, LoRA and rewards, with the same held-out evaluation (training/plain_trl.py), as a "
+            "baseline for comparisons.",
+            "choices": ["strict", "trl"],
+        },
+    )
     model_seed: int = field(
         default=0, metadata={"help": "Initialisation seed of the offline tiny Qwen3 (`tiny-qwen3` model only)."}
     )

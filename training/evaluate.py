@@ -42,15 +42,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "model alone")
     parser.add_argument("--baseline", help="a non-model baseline policy of the task instead of a model")
     parser.add_argument("--task", help=f"evaluation task (default: from the recipe); one of {sorted(TASKS)}")
-    parser.add_argument("--out", required=True, help="output directory for eval.jsonl and eval_summary.json")
+    parser.add_argument("--out", help="output directory for eval.jsonl and eval_summary.json")
     parser.add_argument("--eval-seed", type=int, help="episode seed base (default: the run's heldout_seed or seed)")
     parser.add_argument("--samples-per-prompt", type=int, help="sampled episodes per held-out row")
     parser.add_argument("--max-rows", type=int, help="held-out rows to use (the first N)")
     parser.add_argument("--greedy", action="store_true", help="one greedy episode per row instead of sampled ones")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing eval.jsonl in --out")
+    parser.add_argument("--build-only", action="store_true", help="build the recipe's base model (tiny model, warm "
+                        "start) into the cache and stop: what a workflow does once before runs start in parallel")
     args = parser.parse_args(argv)
     if args.run_dir is None and args.recipe is None:
         parser.error("give a RUN_DIR or --recipe")
+    if args.out is None and not args.build_only:
+        parser.error("--out is required")
     return args
 
 
@@ -92,6 +96,10 @@ def build_spec(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     started = time.time()
+    if args.build_only:
+        spec = build_spec(args)
+        logger.info("Base model ready: %s", spec.model_path)
+        return {"model_path": spec.model_path}
     out = Path(args.out)
     if (out / "eval.jsonl").exists() and not args.overwrite:
         raise EvalSpecError(f"{out} already holds an eval.jsonl; pass --overwrite or another --out")

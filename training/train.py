@@ -24,6 +24,7 @@ from training.errors import BadInputError
 from training.flags import read_flags
 from training.hub import RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
+from training.plain_trl import PlainTRLGRPOTrainer
 from training.report import library_versions, plot_reward_curve, write_run_summary
 from training.tracking import attach_tracking, finish_tracking
 from training.trainer import StrictGRPOTrainer
@@ -181,7 +182,8 @@ def main(argv: list[str] | None = None) -> dict:
     if quantization_config is not None:
         training_args.model_init_kwargs["quantization_config"] = quantization_config
 
-    trainer = StrictGRPOTrainer(
+    trainer_class = PlainTRLGRPOTrainer if script_args.trainer == "trl" else StrictGRPOTrainer  # training/plain_trl.py
+    trainer = trainer_class(
         model=model_path,
         reward_funcs=reward_funcs,
         args=training_args,
