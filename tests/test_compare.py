@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from training.compare import ComparisonError, main
 from training.episodes import Episode, episode_seed, write_episodes
@@ -101,10 +102,30 @@ def test_unmatched_episodes_and_unpaired_seeds_are_named(tmp_path, base):
 def test_unscorable_episodes_are_left_out_and_counted(tmp_path, base):
     holes = base.copy()
     holes[:10] = np.nan
-    result = main([str(write_run(tmp_path / "a", holes)), str(write_run(tmp_path / "b", base + 0.2)),
-                   "--out", str(tmp_path / "cmp")])
-    assert result["episodes"] == {"total": 200, "scorable_in_all": 190, "left_out": 10}
-    assert result["models"][0]["unscorable_episodes"] == 10 and result["models"][1]["unscorable_episodes"] == 0
+    one_hole = base.copy()
+    one_hole[10] = np.nan  # in one seed of b only: the episode is unscorable for b, not averaged over the other seed
+    result = main([str(write_run(tmp_path / "a", holes)), str(write_run(tmp_path / "b-seed0", base + 0.2)),
+                   str(write_run(tmp_path / "b-seed1", one_hole + 0.2)), "--out", str(tmp_path / "cmp")])
+    assert result["episodes"] == {"total": 200, "scorable_in_all": 189, "left_out": 11}
+    assert result["models"][0]["unscorable_episodes"] == 10 and result["models"][1]["unscorable_episodes"] == 1
+
+
+def test_holm_turns_two_borderline_differences_into_no_significant_difference(tmp_path, base):
+    # Two models each shifted from the baseline by differences with t = 2.2 (raw p = 0.029, exactly normal quantiles)
+    # and unrelated to each other: Holm over the 3 pairs multiplies the two borderline p-values by 3 and 2.
+    n = base.size
+    z = stats.norm.ppf((np.arange(n) + 0.5) / n)
+    shift = 2.2 / np.sqrt(n)
+    b = base + shift + z
+    c = base + shift + np.random.default_rng(5).permutation(z)
+    result = main([str(write_run(tmp_path / "base", base)), str(write_run(tmp_path / "b", b)),
+                   str(write_run(tmp_path / "c", c)), "--out", str(tmp_path / "cmp"), "--baseline", "base"])
+    pairs = {(p["a"], p["b"]): p for p in result["pairwise"]}
+    for name in ("b", "c"):
+        pair = pairs[(name, "base")]
+        assert pair["test"] == "paired_t" and pair["p"] == pytest.approx(0.0289, abs=5e-4)
+        assert pair["p_holm"] > 0.05 and not pair["significant"]
+        assert pair["verdict"] == f"no significant difference between {name} and base"
 
 
 def test_cli_names_a_directory_without_episodes(tmp_path, base):

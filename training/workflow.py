@@ -23,8 +23,10 @@ tail of its log, and the others go on. Evaluation: every trained run's final hel
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import yaml
 
 from training.errors import BadInputError
@@ -145,9 +148,16 @@ def update_last_launch(cell: Cell, **fields) -> None:
 
 
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """What a failed run's log says went wrong: its `error:` line (training's one-line bad-input report) or its
+    first Python traceback (launchers add their own after it), then the last lines of the log."""
     if not path.exists():
         return "(no log)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    text = path.read_text(errors="replace").splitlines()
+    errors = [line for line in text if line.startswith("error: ")]
+    starts = [i for i, line in enumerate(text) if line.startswith("Traceback (most recent call last)")]
+    head = errors[-1:] if errors else text[starts[0] : starts[0] + lines] if starts else []
+    tail = text[-(lines if not head else 5):]
+    return "\n".join(head + (["..."] if head else []) + tail)
 
 
 def current_step(cell: Cell) -> int | None:
@@ -156,6 +166,68 @@ def current_step(cell: Cell) -> int | None:
         return None
     lines = [line for line in path.read_text().splitlines() if '"loss"' in line]
     return json.loads(lines[-1])["step"] if lines else 0
+
+
+# ---- one runner per run: locks and orphans -------------------------------------------------------------------------
+class RunLock:
+    """An exclusive `flock` on `<run_dir>/.lock`, held by the workflow process while it runs the cell (not inherited
+    by the run's processes, so it dies with the workflow). A second workflow on the same run is refused."""
+
+    def __init__(self, cell: Cell):
+        self.cell = cell
+        self.file = open(cell.run_dir / ".lock", "a+")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.close()
+            raise WorkflowError(f"run {cell.name} is being run by another workflow process ({cell.run_dir}/.lock is "
+                                "held); wait for it or stop it") from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(str(os.getpid()))
+        self.file.flush()
+
+    def release(self) -> None:
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+        self.file.close()
+
+
+def orphans(cell: Cell) -> list[psutil.Process]:
+    """Live processes running this cell's recipe that no workflow holds: left behind by a workflow that was killed
+    (torchrun starts its workers in their own session, so killing the workflow's process group misses them)."""
+    recipe = (cell.run_dir / "recipe.yaml").resolve()
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            args = proc.info["cmdline"] or []
+            if proc.pid == os.getpid() or not any(a.endswith("recipe.yaml") for a in args):
+                continue
+            cwd = Path(proc.cwd())
+            if any((cwd / a).resolve() == recipe for a in args if a.endswith("recipe.yaml")):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def stop_orphans(cell: Cell, say, grace_s: float = 10.0) -> None:
+    procs = orphans(cell)
+    if not procs:
+        return
+    say(f"run {cell.name}: stopping {len(procs)} process(es) left by an earlier, killed workflow: "
+        f"{', '.join(str(p.pid) for p in procs)}")
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 # ---- running --------------------------------------------------------------------------------------------------------
@@ -217,7 +289,12 @@ class Runner:
             while queue or active:
                 while queue and len(active) < self.jobs:
                     cell = queue.popleft()
+                    stop_orphans(cell, self.say)
                     state = cell_state(cell)
+                    if state == "finished":  # a process left by a killed workflow finished it meanwhile
+                        self.say(f"run {cell.index}/{self.total}: {cell.describe()} — finished, skipped")
+                        outcomes.append(Outcome(cell, "finished"))
+                        continue
                     cmd = cell_command(self.workflow, cell, state, self.threads)
                     record_launch(cell, mode=state, command=cmd, started=time.time())
                     self.say(f"run {cell.index}/{self.total}: {cell.describe()} — {state}: {' '.join(cmd)}")
@@ -247,8 +324,9 @@ class Runner:
                     for cell, _, _, _ in active.values():
                         self.say(f"run {cell.index}/{self.total}: {cell.describe()} — {self.progress(cell)}")
         finally:
-            for _, proc, _, _ in active.values():  # interrupted: stop the runs this workflow started
+            for cell, proc, _, _ in active.values():  # interrupted: stop the runs this workflow started
                 proc.terminate()
+                stop_orphans(cell, self.say)
         return outcomes
 
 
@@ -267,11 +345,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from training.workflow_report import write_workflow_report
-
     args = parse_args(argv)
     workflow = load_workflow(args.config, args.output_dir)
-    check_recipe_keys(workflow)
     cells = workflow.cells
     if args.only_run is not None:
         if not 1 <= args.only_run <= len(cells):
@@ -279,13 +354,31 @@ def main(argv: list[str] | None = None) -> dict:
         cells = [cells[args.only_run - 1]]
     runner = Runner(workflow, args.jobs, args.progress_every)
     if args.print_commands:
+        check_recipe_keys(workflow)
         for cell in cells:
             print(f"{cell.index}\t{cell.name}\tOMP_NUM_THREADS={runner.threads} "
                   f"{' '.join(cell_command(workflow, cell, 'fresh', runner.threads))}")
         return {"cells": [c.name for c in cells]}
-    for cell in cells:
-        cell_state(cell)  # a directory holding another configuration's run stops us before anything runs
-        write_cell_files(cell)
+    # First of all (a killed workflow's runs may still be going): take each run's lock, and stop what a killed
+    # workflow left running in it, before it can write more.
+    locks = {c.index: RunLock(c) for c in cells if c.run_dir.exists()}
+    try:
+        for cell in cells:
+            if cell.run_dir.exists():
+                stop_orphans(cell, runner.say)
+        check_recipe_keys(workflow)
+        for cell in cells:
+            cell_state(cell)  # a directory holding another configuration's run stops us before anything runs
+            write_cell_files(cell)
+            if cell.index not in locks:
+                locks[cell.index] = RunLock(cell)
+        return _run_phases(workflow, args, cells, runner)
+    finally:
+        for lock in locks.values():
+            lock.release()
+
+
+def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell], runner: Runner) -> dict:
     started = time.time()
     outcomes: list[Outcome] = []
     if not args.report_only:
@@ -301,11 +394,13 @@ def main(argv: list[str] | None = None) -> dict:
             return {"prepared": [c.name for c in todo]}
         outcomes += runner.run(todo)
         if args.only_run is not None:
-            return {"outcomes": {o.cell.name: o.status for o in outcomes}}
+            failed = [o.cell.name for o in outcomes if o.status == "failed"]
+            return {"outcomes": {o.cell.name: o.status for o in outcomes}, "failed": failed}
     else:
         outcomes = [Outcome(c, "finished" if cell_state(c) == "finished" else "missing") for c in cells]
-    summary = write_workflow_report(workflow, args, outcomes, time.time() - started)
-    return summary
+    from training.workflow_report import write_workflow_report
+
+    return write_workflow_report(workflow, args, outcomes, time.time() - started)
 
 
 def cli() -> None:
