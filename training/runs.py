@@ -45,14 +45,16 @@ def _read_json(path: Path) -> dict:
 
 
 def heldout_history(run_dir: Path) -> list[tuple[int, float]]:
-    """[(step, heldout/reward)] from `run_summary.json`'s `heldout_history`, else from `metrics.jsonl`."""
+    """[(step, heldout/reward)]: the periodic evaluations logged in `metrics.jsonl`, joined by `run_summary.json`'s
+    `heldout_history` (the evaluations before and after training; a resumed run's summary holds only those since
+    the resume, while metrics.jsonl keeps the earlier ones)."""
+    points = dict(_metric_curve(run_dir, "heldout/reward"))
     summary_path = run_dir / "run_summary.json"
     if summary_path.exists():
         history = _read_json(summary_path).get("heldout_history") or []
-        points = {int(h["step"]): float(h["heldout/reward"]) for h in history if h.get("heldout/reward") is not None}
-        if points:
-            return sorted(points.items())
-    return [(step, value) for step, value in _metric_curve(run_dir, "heldout/reward")]
+        points.update({int(h["step"]): float(h["heldout/reward"]) for h in history
+                       if h.get("heldout/reward") is not None})
+    return sorted(points.items())
 
 
 def _metric_curve(run_dir: Path, name: str) -> list[tuple[int, float]]:
