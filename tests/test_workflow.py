@@ -148,3 +148,17 @@ def test_a_killed_workflow_restarts_without_redoing_finished_runs_and_reports_fa
     assert {m["name"] for m in summary["comparison"]["models"]} == {"grpo", "base"}
     report = (tmp_path / "wf" / "report.md").read_text()
     assert "## Verdict" in report and "grpo" in report and "### broken-seed0 failed" in report
+
+
+@pytest.mark.parametrize("name", ["bundled_task", "lr_sweep"])
+def test_shipped_workflows_expand_to_runs_training_accepts(name):
+    from training.workflow_spec import check_recipe_keys
+
+    wf = load_workflow(REPO / "workflows" / f"{name}.yaml")
+    check_recipe_keys(wf)
+    assert len({c.recipe["heldout_seed"] for c in wf.cells}) == 1  # every run on the same paired episodes
+    assert wf.compare["baseline"] in {c.group for c in wf.cells}
+    if name == "bundled_task":
+        assert sorted({c.group for c in wf.cells}) == ["grpo", "plain_trl", "warm_start"]
+        assert [c.seed for c in wf.cells if c.group == "grpo"] == [0, 1, 2]
+        assert {c.recipe.get("trainer", "strict") for c in wf.cells if c.group == "plain_trl"} == {"trl"}
