@@ -29,12 +29,18 @@ def test_only_the_trainer_overrides_trl_and_each_hook_once():
     assert {"_generate_and_score_completions", "_compute_loss", "_calculate_rewards"} <= set(overrides)
 
 
-def test_no_module_under_training_subclasses_a_trainer():
+def test_no_other_module_under_training_overrides_a_trl_hook():
+    """Only the plain-TRL baseline (training/plain_trl.py, for comparisons) subclasses GRPOTrainer besides the strict
+    trainer, and it overrides nothing but `__init__` (held-out evaluation and run files around TRL's own step)."""
+    from training.plain_trl import PlainTRLGRPOTrainer
+
     for path in (ROOT / "training").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and path.name != "trainer.py":
+            if isinstance(node, ast.ClassDef) and path.name not in ("trainer.py", "plain_trl.py"):
                 bases = {ast.unparse(b) for b in node.bases}
                 assert not bases & {"GRPOTrainer", "Trainer", "StrictGRPOTrainer"}, (path, node.name)
+    overridden = {name for name, value in vars(PlainTRLGRPOTrainer).items() if callable(value)} & _overridable()
+    assert overridden == {"__init__"}
 
 
 def test_features_override_no_trainer_method():

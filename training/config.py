@@ -65,6 +65,22 @@ class StrictGRPOConfig(GRPOConfig):
             "reward, which GRPO optimises); `heldout/greedy_reward` is logged beside it."
         },
     )
+    heldout_seed: int | None = field(
+        default=None,
+        metadata={
+            "help": "Seed of the held-out episodes: episode (row r, sample s) samples from its own seed derived from "
+            "(heldout_seed, r, s), so runs evaluated with the same heldout_seed see the same prompts and random "
+            "numbers (paired comparisons; training/episodes.py). None: the training `seed`."
+        },
+    )
+    tracking_group: str | None = field(
+        default=None,
+        metadata={
+            "help": "Group of this run in the experiment trackers named by `report_to` (W&B `group`, trackio "
+            "`group`; training/tracking.py). `training.workflow` sets it to the run's configuration, so that runs "
+            "differing only by seed group together."
+        },
+    )
     strict_health: bool = field(
         default=True,
         metadata={
@@ -249,6 +265,15 @@ class StrictScriptArguments:
             "help": "Tool-agent warm start only: share of the teacher's traces that act through the reference tool "
             "calls; the rest reply the final answer without calling any tool (a policy that rarely calls tools, "
             "which assisted sampling and RL then have to fix). In (0, 1]."
+        },
+    )
+    trainer: str = field(
+        default="strict",
+        metadata={
+            "help": "'strict': StrictGRPOTrainer (the strict stack). 'trl': plain `trl.GRPOTrainer` on the same "
+            "data, model, LoRA and rewards, with the same held-out evaluation (training/plain_trl.py), as a "
+            "baseline for comparisons.",
+            "choices": ["strict", "trl"],
         },
     )
     model_seed: int = field(

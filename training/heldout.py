@@ -1,16 +1,43 @@
 """Held-out evaluation of the trainer's current policy: reward functions on held-out prompts, or goal success of
 episodes in the environment for tool agents.
 
-`heldout/reward` is sampled as in training (the training temperature, top-p and top-k, from a fixed seed, so that
-evaluations before and after are paired): the policy's expected reward, what GRPO optimises.
-`heldout/greedy_reward` is logged beside it; tool runs add `heldout/malformed_calls`.
+`heldout/reward` is sampled as in training (the training temperature, top-p and top-k, each episode from its own
+seed under `heldout_seed`, so that evaluations before and after, and of different runs, are paired): the policy's
+expected reward, what GRPO optimises. `heldout/greedy_reward` is logged beside it; tool runs add
+`heldout/malformed_calls` and `heldout/tool_errors` (tools that raised; the model read the error, as in training).
+`heldout/nan_count` counts the sampled episodes that could not be scored (a reward of None or NaN): they are left
+out of `heldout/reward`, which is not logged at all when no episode could be scored.
+
+Every evaluation writes its sampled episodes to `output_dir/heldout/step-NNNNNN/eval.jsonl` (+ `eval_summary.json`;
+greedy ones to `eval_greedy.jsonl`); `write_final` copies the last one to `output_dir/eval.jsonl`, which
+`python -m training.compare` reads (training/episodes.py).
 """
 
 from __future__ import annotations
 
+import logging
+import math
+from pathlib import Path
+
 from training.distributed import full_weights_for_generation
-from training.envs.evaluation import environment_success
-from training.evaluation import heldout_reward
+from training.envs.evaluation import TOOL_ERROR, environment_success
+from training.episodes import Episode, summarize, write_episodes
+from training.evaluation import heldout_episodes
+from training.jsonsafe import dumps_strict
+
+logger = logging.getLogger(__name__)
+
+GREEDY_FILE = "eval_greedy.jsonl"
+
+
+def step_dir(output_dir: str | Path, step: int) -> Path:
+    """Where the evaluation at optimizer step `step` writes its episodes."""
+    return Path(output_dir) / "heldout" / f"step-{step:06d}"
+
+
+def _mean_or_skip(values: dict, name: str, mean: float | None) -> None:
+    if mean is not None and math.isfinite(mean):
+        values[name] = mean
 
 
 class HeldoutEvaluation:
@@ -20,11 +47,26 @@ class HeldoutEvaluation:
         self.trainer = trainer
         self.rows = rows
         self.history: list[dict] = []
+        self.last: dict | None = None  # the latest evaluation's episodes and settings, for `write_final`
+
+    @property
+    def seed(self) -> int:
+        """The evaluation seed: `heldout_seed` when set, else the training seed."""
+        seed = getattr(self.trainer.args, "heldout_seed", None)
+        return self.trainer.args.seed if seed is None else seed
 
     def evaluate(self) -> dict[str, float]:
         trainer = self.trainer
         if trainer.environment_factories is not None:
-            return self._environment_success()
+            values, sampled, greedy = self._environment_success()
+        else:
+            values, sampled, greedy = self._reward_functions()
+        if sampled or greedy:
+            self._write(sampled, greedy)
+        return values
+
+    def _reward_functions(self) -> tuple[dict[str, float], list[Episode], list[Episode]]:
+        trainer = self.trainer
         rows = self.rows[: trainer.args.heldout_max_samples]
         model = trainer.accelerator.unwrap_model(trainer.model)
         common = dict(
@@ -35,13 +77,17 @@ class HeldoutEvaluation:
         sampling = {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k}
         tokenizer, funcs = trainer.processing_class, trainer.reward_funcs
         with full_weights_for_generation(model, trainer.accelerator):
-            return {
-                "heldout/reward": heldout_reward(
-                    model, tokenizer, rows, funcs, **common, sampling=sampling,
-                    num_samples=trainer.args.heldout_samples_per_prompt, seed=trainer.args.seed,
-                ),
-                "heldout/greedy_reward": heldout_reward(model, tokenizer, rows, funcs, **common),
-            }
+            sampled = heldout_episodes(
+                model, tokenizer, rows, funcs, **common, sampling=sampling,
+                num_samples=trainer.args.heldout_samples_per_prompt, seed=self.seed,
+            )
+            greedy = heldout_episodes(model, tokenizer, rows, funcs, **common)
+        values: dict[str, float] = {}
+        _mean_or_skip(values, "heldout/reward", summarize(sampled).mean)
+        _mean_or_skip(values, "heldout/greedy_reward", summarize(greedy).mean)
+        values["heldout/nan_count"] = float(summarize(sampled).nan_count)
+        self._warn_unscorable(sampled)
+        return values, sampled, greedy
 
     def record(self) -> dict[str, float]:
         """Evaluate now; the values join the history and the trainer's next log."""
@@ -51,7 +97,7 @@ class HeldoutEvaluation:
             self.trainer._metrics["train"][name].append(value)
         return values
 
-    def _environment_success(self) -> dict[str, float]:
+    def _environment_success(self) -> tuple[dict[str, float], list[Episode], list[Episode]]:
         """Goal success of sampled and greedy episodes, and the malformed tool calls of both (counted as in
         training)."""
         trainer = self.trainer
@@ -68,12 +114,69 @@ class HeldoutEvaluation:
             max_turns=min(trainer.max_tool_calling_iterations, trainer.args.max_tool_calls_per_episode) + 1,
             max_tool_calls=trainer.args.max_tool_calls_per_episode,
         )
+        sampled_episodes: list[Episode] = []
+        greedy_episodes: list[Episode] = []
         sampled, counts = environment_success(
             **common,
             sampling={"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
             num_samples=trainer.args.heldout_samples_per_prompt,
-            seed=trainer.args.seed,
+            seed=self.seed,
+            episodes=sampled_episodes,
         )
-        greedy, greedy_counts = environment_success(**common)
-        malformed = float(sum((counts + greedy_counts).values()))
-        return {"heldout/reward": sampled, "heldout/greedy_reward": greedy, "heldout/malformed_calls": malformed}
+        greedy, greedy_counts = environment_success(**common, episodes=greedy_episodes)
+        both = counts + greedy_counts
+        tool_errors = float(both.pop(TOOL_ERROR, 0))
+        values: dict[str, float] = {}
+        _mean_or_skip(values, "heldout/reward", sampled)
+        _mean_or_skip(values, "heldout/greedy_reward", greedy)
+        values["heldout/malformed_calls"] = float(sum(both.values()))
+        if sampled_episodes or greedy_episodes:  # episode-level counts, known when the episodes came back
+            values["heldout/tool_errors"] = tool_errors
+            values["heldout/nan_count"] = float(summarize(sampled_episodes).nan_count)
+            self._warn_unscorable(sampled_episodes)
+        return values, sampled_episodes, greedy_episodes
+
+    def _warn_unscorable(self, episodes: list[Episode]) -> None:
+        bad = [e for e in episodes if e.score is None]
+        if bad:
+            logger.warning(
+                "Held-out evaluation at step %d: %d of %d sampled episodes unscorable and left out of heldout/reward "
+                "(first: episode %s, %s)",
+                self.trainer.state.global_step, len(bad), len(episodes), bad[0].id, bad[0].unscorable_reason,
+            )
+
+    # ---- per-episode files ------------------------------------------------------------------------------------------
+    def _meta(self) -> dict:
+        trainer = self.trainer
+        return {
+            "source": "training held-out evaluation",
+            "step": trainer.state.global_step,
+            "eval_seed": self.seed,
+            "samples_per_prompt": trainer.args.heldout_samples_per_prompt,
+            "max_rows": trainer.args.heldout_max_samples,
+            "sampling": {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
+            "max_new_tokens": trainer.max_completion_length,
+        }
+
+    def _write(self, sampled: list[Episode], greedy: list[Episode]) -> None:
+        meta = self._meta()
+        greedy_summary = summarize(greedy).as_json() if greedy else None
+        self.last = {"sampled": sampled, "greedy": greedy, "meta": {**meta, "greedy": greedy_summary}}
+        if not self.trainer.accelerator.is_main_process:
+            return
+        self._write_into(step_dir(self.trainer.args.output_dir, meta["step"]))
+
+    def _write_into(self, out_dir: Path) -> None:
+        write_episodes(out_dir, self.last["sampled"], self.last["meta"])
+        with open(out_dir / GREEDY_FILE, "w") as f:
+            for episode in self.last["greedy"]:
+                f.write(dumps_strict(episode.as_json()) + "\n")
+
+    def write_final(self, output_dir: str | Path | None = None) -> Path | None:
+        """Copy the latest evaluation's episodes to `output_dir/eval.jsonl` (+ summary, greedy file); main process
+        only. Returns the path written, or None when there was nothing to write."""
+        if self.last is None or not self.trainer.accelerator.is_main_process:
+            return None
+        out_dir = Path(output_dir or self.trainer.args.output_dir)
+        self._write_into(out_dir)
+        return out_dir / "eval.jsonl"

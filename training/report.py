@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from training.jsonsafe import nonfinite_to_null  # noqa: E402
 
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
 
@@ -26,8 +29,13 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
 
 
 def write_run_summary(output_dir: str | Path, summary: dict) -> Path:
+    """Strict JSON: a NaN or infinite value is written as null and its path listed under `nonfinite_values`."""
     path = Path(output_dir) / "run_summary.json"
-    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    clean, nonfinite = nonfinite_to_null(summary)
+    clean["nonfinite_values"] = nonfinite
+    if nonfinite:
+        logging.getLogger(__name__).warning("run_summary.json: non-finite values written as null: %s", nonfinite)
+    path.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str, allow_nan=False))
     return path
 
 

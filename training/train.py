@@ -24,7 +24,9 @@ from training.errors import BadInputError
 from training.flags import read_flags
 from training.hub import RunInfo, dump_push_result, publish, take_push_request
 from training.models import resolve_model_path
+from training.plain_trl import PlainTRLGRPOTrainer
 from training.report import library_versions, plot_reward_curve, write_run_summary
+from training.tracking import attach_tracking, finish_tracking
 from training.trainer import StrictGRPOTrainer
 from training.warm_start import supervised_warm_start
 from training.warm_start_tools import trace_warm_start
@@ -180,7 +182,8 @@ def main(argv: list[str] | None = None) -> dict:
     if quantization_config is not None:
         training_args.model_init_kwargs["quantization_config"] = quantization_config
 
-    trainer = StrictGRPOTrainer(
+    trainer_class = PlainTRLGRPOTrainer if script_args.trainer == "trl" else StrictGRPOTrainer  # training/plain_trl.py
+    trainer = trainer_class(
         model=model_path,
         reward_funcs=reward_funcs,
         args=training_args,
@@ -192,6 +195,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     if trainer.accelerator.is_main_process:
         logger.info("Strict flags: %s", flags.as_env())
+    tracking = attach_tracking(trainer, {  # report_to trackers: the resolved configuration beyond training_args
+        "script_args": vars(script_args), "model_args": vars(model_args), "strict_flags": flags.as_env(),
+        "recipe": argv[argv.index("--config") + 1] if "--config" in argv else None,
+    })
 
     before = trainer.evaluate_heldout() if heldout_rows and not resume else {}
     if before:
@@ -200,6 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     after = trainer.evaluate_heldout() if heldout_rows else {}
     if after:
         trainer.heldout_history.append({"step": trainer.state.global_step, **after})
+        trainer.heldout.write_final(training_args.output_dir)  # eval.jsonl: per-episode scores for training.compare
     trainer.save_model(training_args.output_dir)
 
     summary = {
@@ -223,6 +231,9 @@ def main(argv: list[str] | None = None) -> dict:
     if trainer.accelerator.is_main_process:
         write_run_summary(training_args.output_dir, summary)
         plot_reward_curve(training_args.output_dir, trainer.heldout_history)
+        finish_tracking(tracking, training_args.output_dir, {  # final held-out metrics and the adapter artifact
+            k: summary[k] for k in ("heldout_reward_before", "heldout_reward_after") if summary[k] is not None
+        })
         logger.info(
             "Done in %.0fs at step %d (%s). Held-out reward: before %s, after %s",
             summary["wall_time_s"],

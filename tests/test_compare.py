@@ -1,0 +1,135 @@
+"""`python -m training.compare` on synthetic eval.jsonl files: noise alone is not a difference, a real shift is; runs
+are grouped by seed; episodes that do not match are named."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from training.compare import ComparisonError, main
+from training.episodes import Episode, episode_seed, write_episodes
+
+ROWS, SAMPLES = 100, 2
+
+
+def write_run(path, scores, history=None, eval_seed=0, group=None, seed=None):
+    episodes = [
+        Episode(r, s, episode_seed(eval_seed, r, s), None if np.isnan(x) else float(x))
+        for (r, s), x in zip([(r, s) for r in range(ROWS) for s in range(SAMPLES)], scores, strict=True)
+    ]
+    write_episodes(path, episodes)
+    if history is not None:
+        (path / "run_summary.json").write_text(json.dumps(
+            {"heldout_history": [{"step": s, "heldout/reward": r} for s, r in history]}))
+        (path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": r}) + "\n" for s, r in history))
+    if group is not None:
+        (path / "workflow_run.json").write_text(json.dumps({"group": group, "seed": seed}))
+    return path
+
+
+@pytest.fixture
+def base():
+    return np.random.default_rng(0).normal(0.5, 0.2, ROWS * SAMPLES)  # per-episode difficulty shared by all models
+
+
+def test_noise_alone_is_not_a_significant_difference(tmp_path, base):
+    rng = np.random.default_rng(1)
+    a = write_run(tmp_path / "a", base + rng.normal(0, 0.05, base.size))
+    b = write_run(tmp_path / "b", base + rng.normal(0, 0.05, base.size))
+    result = main([str(a), str(b), "--out", str(tmp_path / "cmp")])
+    (pair,) = result["pairwise"]
+    assert pair["p_holm"] > 0.05 and not pair["significant"]
+    assert pair["verdict"] == "no significant difference between a and b"
+    assert pair["d_z_ci95"][0] < 0 < pair["d_z_ci95"][1]
+
+
+def test_a_real_shift_is_significant_and_ranked_first(tmp_path, base):
+    rng = np.random.default_rng(2)
+    runs = {name: base + shift + rng.normal(0, 0.05, base.size) for name, shift in
+            (("base", 0.0), ("noise", 0.0), ("better", 0.05))}
+    dirs = [str(write_run(tmp_path / name, scores)) for name, scores in runs.items()]
+    result = main([*dirs, "--out", str(tmp_path / "cmp"), "--baseline", "base"])
+    pairs = {(p["a"], p["b"]): p for p in result["pairwise"]}
+    assert pairs[("better", "base")]["significant"] and pairs[("better", "base")]["mean_diff"] > 0
+    assert pairs[("better", "base")]["d_z"] > 0.5 and pairs[("better", "base")]["verdict"] == "better > base"
+    assert not pairs[("noise", "base")]["significant"]
+    assert result["ranking"][0] == "better"
+    assert result["omnibus"]["p"] < 1e-6
+    md = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "| better vs base |" in md and "**better > base**" in md
+    assert json.loads((tmp_path / "cmp" / "comparison.json").read_text())["ranking"][0] == "better"
+    for plot in ("score_distributions.png", "reward_curves.png"):
+        assert (tmp_path / "cmp" / plot).stat().st_size > 10_000
+
+
+def test_seeds_of_one_configuration_form_one_model_with_a_curve_ci(tmp_path, base):
+    rng = np.random.default_rng(3)
+    dirs = []
+    for seed in range(3):
+        dirs.append(str(write_run(tmp_path / f"grpo-seed{seed}", base + 0.1 + rng.normal(0, 0.05, base.size),
+                                  history=[(0, 0.5), (10, 0.6 + 0.01 * seed), (20, 0.62 + 0.01 * seed)])))
+        dirs.append(str(write_run(tmp_path / f"x{seed}", base + rng.normal(0, 0.05, base.size),
+                                  group="warm_start", seed=seed, history=[(0, 0.5)])))
+    result = main([*dirs, "--out", str(tmp_path / "cmp")])
+    models = {m["name"]: m for m in result["models"]}
+    assert set(models) == {"grpo", "warm_start"}
+    assert [r["seed"] for r in models["grpo"]["runs"]] == [0, 1, 2]
+    curve = models["grpo"]["heldout_curve"]
+    assert [c["step"] for c in curve] == [0, 10, 20] and curve[1]["mean"] == pytest.approx(0.61)
+    assert curve[1]["ci95"][0] < 0.61 < curve[1]["ci95"][1] and curve[0]["ci95"] == (0.5, 0.5)
+    # moving averages (window 3) .5, .555, .577: step 0 is outside the 0.05 band around the final .577
+    assert [r["convergence"]["step"] for r in models["grpo"]["runs"]] == [10, 10, 10]
+    (pair,) = result["pairwise"]
+    assert pair["significant"] and pair["seed_level_welch"]["p"] < 0.05
+
+
+def test_unmatched_episodes_and_unpaired_seeds_are_named(tmp_path, base):
+    a = write_run(tmp_path / "a", base)
+    lines = (a / "eval.jsonl").read_text().splitlines()
+    short = tmp_path / "short"
+    short.mkdir()
+    (short / "eval.jsonl").write_text("\n".join(lines[:-3]) + "\n")
+    with pytest.raises(ComparisonError, match=r"3 episode id\(s\) missing from short.*99:1"):
+        main([str(a), str(short), "--out", str(tmp_path / "cmp")])
+    other_seed = write_run(tmp_path / "other", base, eval_seed=1)
+    with pytest.raises(ComparisonError, match="different seeds in other and a"):
+        main([str(a), str(other_seed), "--out", str(tmp_path / "cmp")])
+
+
+def test_unscorable_episodes_are_left_out_and_counted(tmp_path, base):
+    holes = base.copy()
+    holes[:10] = np.nan
+    one_hole = base.copy()
+    one_hole[10] = np.nan  # in one seed of b only: the episode is unscorable for b, not averaged over the other seed
+    result = main([str(write_run(tmp_path / "a", holes)), str(write_run(tmp_path / "b-seed0", base + 0.2)),
+                   str(write_run(tmp_path / "b-seed1", one_hole + 0.2)), "--out", str(tmp_path / "cmp")])
+    assert result["episodes"] == {"total": 200, "scorable_in_all": 189, "left_out": 11}
+    assert result["models"][0]["unscorable_episodes"] == 10 and result["models"][1]["unscorable_episodes"] == 1
+
+
+def test_holm_turns_two_borderline_differences_into_no_significant_difference(tmp_path, base):
+    # Two models each shifted from the baseline by differences with t = 2.2 (raw p = 0.029, exactly normal quantiles)
+    # and unrelated to each other: Holm over the 3 pairs multiplies the two borderline p-values by 3 and 2.
+    n = base.size
+    z = stats.norm.ppf((np.arange(n) + 0.5) / n)
+    shift = 2.2 / np.sqrt(n)
+    b = base + shift + z
+    c = base + shift + np.random.default_rng(5).permutation(z)
+    result = main([str(write_run(tmp_path / "base", base)), str(write_run(tmp_path / "b", b)),
+                   str(write_run(tmp_path / "c", c)), "--out", str(tmp_path / "cmp"), "--baseline", "base"])
+    pairs = {(p["a"], p["b"]): p for p in result["pairwise"]}
+    for name in ("b", "c"):
+        pair = pairs[(name, "base")]
+        assert pair["test"] == "paired_t" and pair["p"] == pytest.approx(0.0289, abs=5e-4)
+        assert pair["p_holm"] > 0.05 and not pair["significant"]
+        assert pair["verdict"] == f"no significant difference between {name} and base"
+
+
+def test_cli_names_a_directory_without_episodes(tmp_path, base):
+    (tmp_path / "empty").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "training.compare", str(write_run(tmp_path / "a", base)),
+                           str(tmp_path / "empty")], capture_output=True, text=True, cwd=tmp_path.parent, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(f"error: {tmp_path / 'empty'}")

@@ -1,0 +1,63 @@
+"""`python -m training.evaluate`: a finished run re-evaluated reproduces its own per-episode file; the base model and
+the tool agent are scored on the same paired episodes; bad input is named."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from training.compare import compare
+from training.episodes import read_episodes, summarize
+from training.eval_spec import EvalSpecError
+from training.evaluate import main
+from training.runs import load_run
+
+
+def test_a_run_reevaluated_reproduces_its_training_episodes(launched_cpu_run, tmp_path):
+    run = launched_cpu_run["out"]
+    summary = main([str(run), "--out", str(tmp_path / "again")])
+    trained = read_episodes(run / "eval.jsonl")
+    again = read_episodes(tmp_path / "again")
+    assert [e.as_json() for e in again] == [e.as_json() for e in trained]
+    assert summary["adapter"] == str(run) and summary["task"] == "reward_functions"
+
+    base = main([str(run), "--adapter", "none", "--out", str(tmp_path / "base")])
+    assert base["adapter"] is None and base["n"] == summary["n"]
+    base_episodes = read_episodes(tmp_path / "base")
+    assert [(e.id, e.seed) for e in base_episodes] == [(e.id, e.seed) for e in trained]  # paired with the run
+    assert [e.extra["completion"] for e in base_episodes] != [e.extra["completion"] for e in trained]
+    result = compare([load_run(f"trained={run}"), load_run(f"base={tmp_path / 'base'}")])
+    assert result["episodes"]["scorable_in_all"] == len(trained)
+
+    greedy = main([str(run), "--greedy", "--eval-seed", "3", "--out", str(tmp_path / "greedy")])
+    assert greedy["n"] == 4 and all(e.seed is None for e in read_episodes(tmp_path / "greedy"))
+    with pytest.raises(EvalSpecError, match="already holds an eval.jsonl"):
+        main([str(run), "--out", str(tmp_path / "again")])
+
+
+def test_the_tool_agent_is_scored_by_goal_success(tmp_path):
+    summary = main(["--recipe", "recipes/tool_agent_cpu.yaml", "--set", "warm_start_steps=0", "--max-rows", "3",
+                    "--samples-per-prompt", "2", "--set", "max_completion_length=24", "--out", str(tmp_path / "e")])
+    assert summary["task"] == "environment" and summary["n_total"] == 6
+    episodes = read_episodes(tmp_path / "e")
+    assert all(e.success is (e.score >= 1.0) for e in episodes)
+    assert summary["success_rate"] == summarize(episodes).success_rate
+    assert set(summary["counts"]) == {"malformed_calls", "tool_errors"}
+    assert json.loads((tmp_path / "e" / "eval_summary.json").read_text())["spec"]["eval_seed"] == 0
+
+
+def test_bad_input_is_named_in_one_line(tmp_path):
+    (tmp_path / "not_a_run").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "training.evaluate", str(tmp_path / "not_a_run"), "--out",
+                           str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'not_a_run'}: no run_summary.json (not a finished run; pass --recipe and --adapter)")
+    with pytest.raises(EvalSpecError, match="--task 'chess' is not a known task"):
+        main(["--recipe", "recipes/tiny_cpu.yaml", "--task", "chess", "--out", str(tmp_path / "o")])
+    with pytest.raises(EvalSpecError, match="expected KEY=VALUE"):
+        main(["--recipe", "recipes/tiny_cpu.yaml", "--set", "heldout_max_samples", "--out", str(tmp_path / "o")])
+    with pytest.raises(EvalSpecError, match="task 'reward_functions' has no baseline 'random'"):
+        main(["--recipe", "recipes/tiny_cpu.yaml", "--set", "warm_start_steps=0", "--baseline", "random", "--out",
+              str(tmp_path / "o")])

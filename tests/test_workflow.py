@@ -1,0 +1,164 @@
+"""`python -m training.workflow`: a YAML grid expands to named runs with resolved recipes; finished runs are skipped,
+killed ones resumed, failed ones reported; killed and restarted, a workflow finishes without redoing finished runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from training.workflow import cell_command, cell_state, main, write_cell_files
+from training.workflow_spec import WorkflowError, load_workflow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_workflow(tmp_path: Path, **spec) -> Path:
+    base = {"name": "t", "output_dir": str(tmp_path / "wf"), "recipe": "recipes/tiny_cpu.yaml", "seeds": [0, 1]}
+    path = tmp_path / "wf.yaml"
+    path.write_text(yaml.safe_dump({**base, **spec}, sort_keys=False))
+    return path
+
+
+def test_grid_variants_and_seeds_expand_to_named_runs_with_resolved_recipes(tmp_path):
+    path = write_workflow(
+        tmp_path, eval_seed=7, overrides={"max_steps": 3}, grid={"learning_rate": [1e-3, 3e-3], "lora_r": [8]},
+        variants={"all": {}, "no_format": {"overrides": {"reward_weights": [1.0, 0.0]}},
+                  "base": {"evaluate_only": True}},
+        compare={"baseline": "base"},
+    )
+    wf = load_workflow(path)
+    names = [c.name for c in wf.cells]
+    assert names == ["all_learning_rate=0.001_lora_r=8-seed0", "all_learning_rate=0.001_lora_r=8-seed1",
+                     "all_learning_rate=0.003_lora_r=8-seed0", "all_learning_rate=0.003_lora_r=8-seed1",
+                     "no_format_learning_rate=0.001_lora_r=8-seed0", "no_format_learning_rate=0.001_lora_r=8-seed1",
+                     "no_format_learning_rate=0.003_lora_r=8-seed0", "no_format_learning_rate=0.003_lora_r=8-seed1",
+                     "base-seed0"]
+    ablated = wf.cells[5].recipe
+    assert ablated["reward_weights"] == [1.0, 0.0] and ablated["learning_rate"] == 1e-3 and ablated["lora_r"] == 8
+    assert (ablated["seed"], ablated["heldout_seed"], ablated["max_steps"]) == (1, 7, 3)
+    assert ablated["run_name"] == wf.cells[5].name and ablated["tracking_group"] == wf.cells[5].group
+    assert ablated["output_dir"] == str(tmp_path / "wf" / "runs" / wf.cells[5].name) and ablated["project"] == "t"
+    assert wf.cells[0].recipe["reward_weights"] == [0.5, 0.5]  # the recipe's own value where nothing overrides it
+    assert wf.cells[-1].evaluate_only and "learning_rate" not in wf.cells[-1].sweep
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"overides": {}}, r"unknown key overides \(did you mean overrides\?\)"),
+    ({"overrides": {"seed": 3}}, r"overrides sets \['seed'\], which the workflow sets"),
+    ({"grid": {"learning_rate": 1e-3}}, "grid must map recipe keys to non-empty lists"),
+    ({"variants": {"a": {"evaluate_ony": True}}}, r"unknown key variants.a.evaluate_ony"),
+    ({"compare": {"baseline": "nope"}}, r"compare.baseline 'nope' is not a group of this workflow \(\['default'\]\)"),
+    ({"seeds": []}, "seeds must be a non-empty list of integers"),
+])
+def test_a_bad_workflow_is_refused_naming_file_and_field(tmp_path, spec, message):
+    path = write_workflow(tmp_path, **spec)
+    with pytest.raises(WorkflowError, match=message) as err:
+        load_workflow(path)
+    assert str(path) in str(err.value)
+
+
+def test_an_unknown_recipe_key_is_named_before_anything_runs(tmp_path):
+    path = write_workflow(tmp_path, variants={"a": {"overrides": {"learning_rat": 0.1}}})
+    with pytest.raises(WorkflowError, match=r"run a-seed0: unknown recipe key 'learning_rat' \(did you mean"):
+        main(["--config", str(path)])
+    assert not (tmp_path / "wf").exists()
+
+
+def test_state_decides_skip_resume_or_restart_and_the_command_follows(tmp_path):
+    wf = load_workflow(write_workflow(tmp_path, overrides={"max_steps": 4}))
+    cell = wf.cells[0]
+    assert cell_state(cell) == "fresh"
+    write_cell_files(cell)
+    (cell.run_dir / "metrics.jsonl").write_text('{"step": 1, "loss": 0.1}\n')
+    assert cell_state(cell) == "restart"
+    assert cell_command(wf, cell, "restart")[-2:] == ["--overwrite_output_dir", "true"]
+    (cell.run_dir / "checkpoint-2").mkdir()
+    (cell.run_dir / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    assert cell_state(cell) == "resume"
+    assert cell_command(wf, cell, "resume")[-2:] == ["--resume_from_checkpoint", "true"]
+    cmd = cell_command(wf, cell, "fresh", threads=3)
+    assert cmd[1:3] == ["launch", "--config_file"] and "--num_cpu_threads_per_process" in cmd
+    assert cmd[cmd.index("--config") + 1] == str(cell.run_dir / "recipe.yaml")
+    assert yaml.safe_load((cell.run_dir / "recipe.yaml").read_text()) == cell.recipe
+    (cell.run_dir / "run_summary.json").write_text(json.dumps({"global_step": 3, "stopped_reason": "max_wall_time"}))
+    assert cell_state(cell) == "resume"  # stopped by the wall-time guard before max_steps: continue it
+    (cell.run_dir / "run_summary.json").write_text(json.dumps({"global_step": 4, "stopped_reason": "max_wall_time"}))
+    assert cell_state(cell) == "finished"
+    changed = load_workflow(write_workflow(tmp_path, overrides={"max_steps": 5})).cells[0]
+    with pytest.raises(WorkflowError, match="holds a run of another configuration"):
+        cell_state(changed)
+
+
+TINY = {"warm_start_steps": 0, "max_steps": 2, "save_steps": 1, "per_device_train_batch_size": 8,
+        "num_generations": 4, "heldout_max_samples": 4, "heldout_eval_steps": 1, "strict_health": False,
+        "reward_funcs": ["training.tiny_trainer.length_reward"], "reward_weights": [1.0]}
+
+
+@pytest.mark.slow
+def test_a_killed_workflow_restarts_without_redoing_finished_runs_and_reports_failures(tmp_path):
+    path = write_workflow(tmp_path, overrides=TINY, variants={
+        "grpo": {}, "broken": {"seeds": [0], "overrides": {"reward_funcs": ["training.rewards.no_such_reward"]}},
+        "base": {"evaluate_only": True}}, compare={"baseline": "base"})
+    out = tmp_path / "wf" / "runs"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "training.workflow", "--config", str(path), "--progress-every",
+                             "1"], cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 400
+    while not (out / "grpo-seed0" / "run_summary.json").exists():
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.2)
+    while not (out / "grpo-seed1" / "checkpoint-1" / "trainer_state.json").exists():  # the second run is under way
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the workflow and the run it started
+    proc.wait()
+    finished_mtime = (out / "grpo-seed0" / "run_summary.json").stat().st_mtime
+    assert not (out / "grpo-seed1" / "run_summary.json").exists()
+
+    restart = subprocess.run([sys.executable, "-m", "training.workflow", "--config", str(path)], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert restart.returncode == 1, restart.stdout[-3000:] + restart.stderr[-3000:]  # one run failed
+    assert "grpo seed 0 — finished earlier, skipped" in restart.stdout
+    assert (out / "grpo-seed0" / "run_summary.json").stat().st_mtime == finished_mtime
+
+    def launches(name):
+        return json.loads((out / name / "workflow_run.json").read_text())["launches"]
+
+    assert len(launches("grpo-seed0")) == 1
+    # torchrun's worker outlives the killed process group; the restart stops it first, then resumes the run
+    assert "left by an earlier, killed workflow" in restart.stdout
+    assert [launch["mode"] for launch in launches("grpo-seed1")] == ["fresh", "resume"]
+    assert json.loads((out / "grpo-seed1" / "run_summary.json").read_text())["global_step"] == 2
+    steps = [json.loads(line)["step"] for line in (out / "grpo-seed1" / "metrics.jsonl").read_text().splitlines()
+             if '"loss"' in line]
+    assert steps == [1, 2]
+    summary = json.loads((tmp_path / "wf" / "workflow_summary.json").read_text())
+    assert summary["failed"] == ["broken-seed0"]
+    broken = next(r for r in summary["runs"] if r["name"] == "broken-seed0")
+    assert "no_such_reward" in broken["error"]
+    assert {m["name"] for m in summary["comparison"]["models"]} == {"grpo", "base"}
+    report = (tmp_path / "wf" / "report.md").read_text()
+    assert "## Verdict" in report and "grpo" in report and "### broken-seed0 failed" in report
+
+
+@pytest.mark.parametrize("name", ["bundled_task", "lr_sweep"])
+def test_shipped_workflows_expand_to_runs_training_accepts(name):
+    from training.workflow_spec import check_recipe_keys
+
+    wf = load_workflow(REPO / "workflows" / f"{name}.yaml")
+    check_recipe_keys(wf)
+    assert len({c.recipe["heldout_seed"] for c in wf.cells}) == 1  # every run on the same paired episodes
+    assert wf.compare["baseline"] in {c.group for c in wf.cells}
+    if name == "bundled_task":
+        assert sorted({c.group for c in wf.cells}) == ["grpo", "plain_trl", "warm_start"]
+        assert [c.seed for c in wf.cells if c.group == "grpo"] == [0, 1, 2]
+        assert {c.recipe.get("trainer", "strict") for c in wf.cells if c.group == "plain_trl"} == {"trl"}

@@ -1,0 +1,221 @@
+"""Compare models evaluated on the same held-out episodes: is one better, is the difference real, which is best.
+
+    python -m training.compare RUN_OR_EVAL_DIR... [--out DIR] [--baseline GROUP] [--alpha 0.05]
+
+Each directory holds an `eval.jsonl` (training/episodes.py); `NAME=DIR` names it in the report. Runs that share a
+configuration and differ by seed are one model (a group, training/runs.py): its score on an episode is the mean of
+its runs' scores on that episode, so the tests below treat the trained runs as given and the episodes as the sample;
+the seed-to-seed spread is reported beside them (per-run means, Welch's t on them), the honest measure of training
+noise.
+
+Episodes are matched by id (row, sample) and must carry the same seed in every run; an id missing from a run, or a
+seed that differs, is an error naming them. Episodes unscorable in any run are left out of every test and counted.
+Tests (training/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
+paired t-tests or Wilcoxon signed-rank tests with Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
+the convergence step of each run (training/convergence.py). Writes `comparison.json`, `comparison.md`,
+`score_distributions.png` and `reward_curves.png` into `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from training.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
+from training.episodes import t_interval
+from training.errors import BadInputError
+from training.jsonsafe import dumps_strict
+from training.runs import RunRecord, load_run
+from training.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, welch_t
+
+logger = logging.getLogger("training.compare")
+
+
+class ComparisonError(BadInputError):
+    """Runs that cannot be compared (unmatched episodes, different seeds, too few models); the message names them."""
+
+
+def check_matched(runs: list[RunRecord]) -> list[str]:
+    """The episode ids common to all runs, in the first run's order; raise naming every mismatch."""
+    reference = runs[0]
+    ref_ids = {e.id: e.seed for e in reference.episodes}
+    problems = []
+    for run in runs[1:]:
+        ids = {e.id: e.seed for e in run.episodes}
+        missing, extra = sorted(set(ref_ids) - set(ids)), sorted(set(ids) - set(ref_ids))
+        for label, which in ((f"missing from {run.name}", missing), (f"only in {run.name}", extra)):
+            if which:
+                problems.append(f"{len(which)} episode id(s) {label} (vs {reference.name}): {', '.join(which[:5])}"
+                                + (" ..." if len(which) > 5 else ""))
+        seeds = sorted(i for i in set(ids) & set(ref_ids) if ids[i] != ref_ids[i])
+        if seeds:
+            problems.append(f"{len(seeds)} episode(s) with different seeds in {run.name} and {reference.name} "
+                            f"(not paired: evaluate both with the same eval seed): {', '.join(seeds[:5])}")
+    if problems:
+        raise ComparisonError("episodes do not match across runs:\n  " + "\n  ".join(problems))
+    return [e.id for e in reference.episodes]
+
+
+def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    groups: dict[str, list[RunRecord]] = defaultdict(list)
+    for run in runs:
+        groups[run.group].append(run)
+    return dict(groups)
+
+
+def group_scores(runs: list[RunRecord], ids: list[str]) -> np.ndarray:
+    """Per-episode score of a group: the mean over its runs; NaN where any run could not score the episode."""
+    matrix = np.array([[np.nan if e.score is None else e.score for e in sorted_by(run, ids)] for run in runs])
+    return matrix.mean(axis=0)  # NaN propagates: an episode unscorable in one run is unscorable for the group
+
+
+def sorted_by(run: RunRecord, ids: list[str]):
+    by_id = {e.id: e for e in run.episodes}
+    return [by_id[i] for i in ids]
+
+
+def curve_with_ci(curves: list[list[tuple[int, float]]]) -> list[dict]:
+    """Mean and t-based 95% CI across runs at every step that all runs evaluated."""
+    common = sorted(set.intersection(*(set(s for s, _ in c) for c in curves))) if curves else []
+    out = []
+    for step in common:
+        values = np.array([dict(c)[step] for c in curves])
+        interval = t_interval(values)
+        out.append({"step": step, "mean": float(values.mean()), "n": len(values),
+                    "ci95": None if interval is None else interval[3]})
+    return out
+
+
+def compare(
+    runs: list[RunRecord],
+    alpha: float = 0.05,
+    normality_alpha: float = NORMALITY_ALPHA,
+    window: int = DEFAULT_WINDOW,
+    band: float = DEFAULT_BAND,
+    baseline: str | None = None,
+) -> dict:
+    """The whole comparison as one JSON-ready dict (module docstring)."""
+    ids = check_matched(runs)
+    groups = group_runs(runs)
+    if len(groups) < 2:
+        raise ComparisonError(f"need at least 2 models to compare, got one group {list(groups)} "
+                              f"(runs {[r.name for r in runs]})")
+    if baseline is not None and baseline not in groups:
+        raise ComparisonError(f"--baseline {baseline!r} is not one of the models {sorted(groups)}")
+    names = list(groups)
+    raw = np.stack([group_scores(groups[g], ids) for g in names], axis=1)  # episodes x models
+    scorable = ~np.isnan(raw).any(axis=1)
+    scores = raw[scorable]
+    if len(scores) < 3:
+        raise ComparisonError(f"only {len(scores)} episodes are scorable in every run; need at least 3")
+
+    edges = np.histogram_bin_edges(scores, bins=20)
+    models = []
+    for j, name in enumerate(names):
+        interval = t_interval(scores[:, j])
+        conv = [convergence_step(r.heldout_history, window, band) for r in groups[name]]
+        run_means = [float(np.nanmean([np.nan if e.score is None else e.score for e in r.episodes]))
+                     for r in groups[name]]
+        successes = [e.success for r in groups[name] for e in r.episodes if e.success is not None]
+        models.append({
+            "name": name,
+            "runs": [{"name": r.name, "path": str(r.path), "seed": r.seed, "mean": m, "convergence": c.as_json()}
+                     for r, m, c in zip(groups[name], run_means, conv, strict=True)],
+            "n": int(len(scores)),
+            "unscorable_episodes": int(np.isnan(raw[:, j]).sum()),
+            "mean": float(scores[:, j].mean()),
+            "std": None if interval is None else interval[1],
+            "ci95": None if interval is None else interval[3],
+            "success_rate": (sum(successes) / len(successes)) if successes else None,
+            "seed_means_std": float(np.std(run_means, ddof=1)) if len(run_means) > 1 else None,
+            "convergence_step_mean": (float(np.mean([c.step for c in conv if c.step is not None]))
+                                      if any(c.step is not None for c in conv) else None),
+            "score_histogram": {"edges": edges.tolist(),
+                                "counts": np.histogram(scores[:, j], bins=edges)[0].tolist()},
+            "heldout_curve": curve_with_ci([r.heldout_history for r in groups[name] if r.heldout_history]),
+            "train_curve": curve_with_ci([r.train_curve for r in groups[name] if r.train_curve]),
+        })
+
+    pairs = list(itertools.combinations(range(len(names)), 2))
+    if baseline is not None:  # the baseline second, so that mean_diff > 0 means "better than the baseline"
+        b = names.index(baseline)
+        pairs = [(i, j) if j == b else (j, i) if i == b else (i, j) for i, j in pairs]
+    results = [compare_paired(scores[:, i], scores[:, j], normality_alpha) for i, j in pairs]
+    reject, adjusted = holm([r.p for r in results], alpha)
+    pairwise = []
+    for (i, j), result, rej, p_adj in zip(pairs, results, reject, adjusted, strict=True):
+        seed_level = welch_t([r["mean"] for r in models[i]["runs"]], [r["mean"] for r in models[j]["runs"]])
+        pairwise.append({
+            "a": names[i], "b": names[j], **result.as_json(), "p_holm": p_adj, "significant": rej,
+            "verdict": verdict(names[i], names[j], result.mean_diff, rej),
+            "seed_level_welch": None if seed_level is None else {"t": seed_level[0], "p": seed_level[1]},
+        })
+    ranking = sorted(names, key=lambda n: -models[names.index(n)]["mean"])
+    return {
+        "episodes": {"total": len(ids), "scorable_in_all": int(scorable.sum()),
+                     "left_out": int((~scorable).sum())},
+        "models": models,
+        "omnibus": omnibus(scores, normality_alpha).as_json(),
+        "pairwise": pairwise,
+        "ranking": ranking,
+        "baseline": baseline,
+        "settings": {"alpha": alpha, "normality_alpha": normality_alpha, "correction": "holm",
+                     "convergence": {"window": window, "band": band}},
+    }
+
+
+def verdict(a: str, b: str, mean_diff: float, significant: bool) -> str:
+    if not significant:
+        return f"no significant difference between {a} and {b}"
+    return f"{a} {'>' if mean_diff > 0 else '<'} {b}"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m training.compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="+", help="run or evaluation directories (each with eval.jsonl); NAME=DIR "
+                        "names one")
+    parser.add_argument("--out", default="comparison", help="where the report goes (default: ./comparison)")
+    parser.add_argument("--baseline", help="the model (group) every other one is compared against first")
+    parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm)")
+    parser.add_argument("--normality-alpha", type=float, default=NORMALITY_ALPHA,
+                        help="Shapiro-Wilk level below which the non-parametric test is used")
+    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="convergence moving-average window")
+    parser.add_argument("--band", type=float, default=DEFAULT_BAND, help="convergence band (reward units)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from training.compare_report import write_report
+
+    args = parse_args(argv)
+    runs = [load_run(spec) for spec in args.dirs]
+    names = [r.name for r in runs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ComparisonError(f"two runs are named {duplicates}: name them with NAME=DIR")
+    result = compare(runs, args.alpha, args.normality_alpha, args.window, args.band, args.baseline)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(dumps_strict(result, indent=2))
+    write_report(result, out)
+    print((out / "comparison.md").read_text())
+    return result
+
+
+def cli() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        main()
+    except BadInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    cli()
