@@ -154,7 +154,7 @@ def _always_calls_list_channels(tokenizer, ids, prefix=None, tools=None):
 
 @pytest.fixture(scope="module")
 def workspace_rows():
-    from training.tiny_trainer import workspace_post_rows
+    from tests.support.tiny_trainer import workspace_post_rows
 
     return workspace_post_rows()[:3]
 

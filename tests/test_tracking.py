@@ -40,7 +40,7 @@ def tracked_run(tmp_path_factory):
     cmd = [sys.executable, "-m", "training.train", "--config", str(root / "recipe.yaml"), "--output_dir",
            str(root / "out"), "--warm_start_steps", "0", "--max_steps", "2", "--per_device_train_batch_size", "8",
            "--num_generations", "4", "--heldout_max_samples", "4", "--heldout_eval_steps", "1", "--save_steps", "100",
-           "--reward_funcs", "training.tiny_trainer.length_reward", "--reward_weights", "1.0", "--strict_health",
+           "--reward_funcs", "tests.support.tiny_trainer.length_reward", "--reward_weights", "1.0", "--strict_health",
            "false",
            # conditional contract metrics: kl (beta), logp check, reference sync, value head
            "--beta", "0.04", "--logp_check_steps", "1", "--sync_ref_model", "true", "--ref_model_sync_steps", "1",
@@ -70,7 +70,7 @@ def test_every_logged_contract_metric_reaches_wandb_offline(tracked_run):
     run = logged["run"]
     assert (run.run_group, run.display_name, run.project) == ("lr-1e-3", "lr-1e-3-seed0", "strict-grpo-test")
     config = logged["config"]
-    assert config["script_args"]["reward_funcs"] == ["training.tiny_trainer.length_reward"]
+    assert config["script_args"]["reward_funcs"] == ["tests.support.tiny_trainer.length_reward"]
     assert config["learning_rate"] == 3e-3 and config["strict_flags"]["PPO_RECORD_AT_SAMPLE"] == "1"
     (artifact,) = logged["artifacts"]
     files = {c.path: c for c in artifact.manifest.contents}

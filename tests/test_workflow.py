@@ -97,7 +97,7 @@ def test_state_decides_skip_resume_or_restart_and_the_command_follows(tmp_path):
 
 TINY = {"warm_start_steps": 0, "max_steps": 2, "save_steps": 1, "per_device_train_batch_size": 8,
         "num_generations": 4, "heldout_max_samples": 4, "heldout_eval_steps": 1, "strict_health": False,
-        "reward_funcs": ["training.tiny_trainer.length_reward"], "reward_weights": [1.0]}
+        "reward_funcs": ["tests.support.tiny_trainer.length_reward"], "reward_weights": [1.0]}
 
 
 @pytest.mark.slow
