@@ -185,3 +185,21 @@ def test_push_without_repo_is_refused_before_training(tmp_path, monkeypatch, cap
         "error: --push_to_hub needs --hub_model_id (the repository to upload to, e.g. me/qwen3-grpo)"
     )
     assert not out.exists()  # nothing trained, nothing written
+
+
+def test_upload_names_no_path_of_the_training_machine(dry_run):
+    """Home, output, push, cache and working directories appear in no staged file (any file type); the base model
+    is named as the locally built tiny Qwen3."""
+    from training.models import cache_root
+
+    out, push = dry_run["out"].resolve(), dry_run["push"].resolve()
+    local = {str(Path.home()), str(out), str(push), str(cache_root().resolve()), str(Path.cwd()), str(out.parent)}
+    for path in (p for p in push.rglob("*") if p.is_file()):
+        content = path.read_bytes()
+        for text in local:
+            assert text.encode() not in content, f"{path.relative_to(push)} holds {text}"
+    assert json.loads((push / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-qwen3"
+    assert "a locally built tiny Qwen3" in (push / "README.md").read_text()
+    summary = json.loads((push / "run_summary.json").read_text())
+    assert summary["training_args"]["output_dir"] == "<output_dir>"
+
