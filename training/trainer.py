@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from trl import GRPOTrainer
 
@@ -12,6 +13,7 @@ from training.callbacks import (
     OptimizerTimingCallback,
     WallTimeGuardCallback,
 )
+from training.checkpoints import save_complete_checkpoint  # robust branch (issue 15): see _save_checkpoint
 from training.config import StrictGRPOConfig
 from training.diagnostics import rss_mb, timed
 from training.dynamic_sampling import DynamicSamplingMixin
@@ -65,6 +67,10 @@ class StrictGRPOTrainer(
         self.add_callback(OptimizerTimingCallback(self._metrics["train"]))
         if self.heldout.rows and self.args.heldout_eval_steps:
             self.add_callback(HeldoutEvalCallback(self.heldout, self.args.heldout_eval_steps))
+
+    # ---- robust branch (issue 15), to port: a checkpoint counts only once complete (training/checkpoints.py) ---
+    def _save_checkpoint(self, model, trial):
+        save_complete_checkpoint(self, partial(super()._save_checkpoint, model, trial))
 
     # ---- timing of the step's phases -------------------------------------------------------------------------
     def _generate(self, prompts):
