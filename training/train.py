@@ -12,7 +12,6 @@ import importlib
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 import types
@@ -191,8 +190,8 @@ def check_output_dir(args: StrictGRPOConfig) -> None:
 
 
 def check_writable(out: Path) -> None:
-    """Write (and remove) a small probe file in `out`, creating it for the probe only when it is missing."""
-    created = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
+    """Create `out` and write (and remove) a small probe file in it. The directory is left in place even when later
+    input is refused: removing it could pull it from under another process of the same run probing it too."""
     probe = out / f".strict-grpo-write-probe-{os.getpid()}"
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -206,8 +205,6 @@ def check_writable(out: Path) -> None:
         raise RecipeError(f"output_dir {str(out)!r} is not writable ({err.strerror})") from None
     finally:
         probe.unlink(missing_ok=True)
-        if created is not None and created.exists():
-            shutil.rmtree(created)
     free = free_bytes(out)
     if free < LOW_SPACE_BYTES:
         raise DiskFullError(
@@ -287,6 +284,20 @@ def resolve_resume(args: StrictGRPOConfig) -> str | bool | None:
     return resume
 
 
+def warn_if_resume_inexact(args: StrictGRPOConfig) -> None:
+    """TRL regenerates its generation batch on the first step after a resume: a checkpoint inside a generation batch
+    (`steps_per_generation` or `num_iterations` > 1) resumes correctly but not as the uninterrupted run would."""
+    micro_per_save = int(args.save_steps) * args.gradient_accumulation_steps if args.save_steps >= 1 else 0
+    generate_every = args.steps_per_generation * args.num_iterations
+    if args.save_strategy == "steps" and micro_per_save and micro_per_save % generate_every:
+        logger.warning(
+            "save_steps=%s x gradient_accumulation_steps=%d is not a multiple of steps_per_generation x num_iterations "
+            "= %d: a run resumed from such a checkpoint samples the rest of that generation batch anew (correct, but "
+            "not bit-identical to an uninterrupted run)", args.save_steps, args.gradient_accumulation_steps,
+            generate_every,
+        )  # fmt: skip
+
+
 def finished_at(checkpoint: Path | None, args: StrictGRPOConfig) -> bool:
     """Whether `checkpoint` already reached the run's last step (resuming it must not train another step)."""
     if checkpoint is None:
@@ -338,6 +349,7 @@ def prepare(argv: list[str]) -> RunInputs:
         train_dataset = Dataset.from_list(train_rows)
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
     reward_funcs = with_retries(reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys)
+    warn_if_resume_inexact(training_args)
 
     # Under `accelerate launch` every rank runs this; the local main process builds the cached model (and later the
     # warm start) first and the other ranks then load them, instead of racing to write the same files.
