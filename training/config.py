@@ -237,13 +237,23 @@ class StrictGRPOConfig(GRPOConfig):
         except ValueError as err:  # TRL's and transformers' own checks: bad configuration too
             if isinstance(err, BadInputError):
                 raise
+            if self._groups_do_not_fit():
+                raise self._groups_error() from None
             raise ConfigError(f"invalid configuration: {err}") from None
-        if self.generation_batch_size % self.num_generations != 0:  # TRL checks it only in some branches
-            raise ConfigError(
-                f"num_generations={self.num_generations} does not divide the generation batch of "
-                f"{self.generation_batch_size} completions (per_device_train_batch_size x processes x "
-                "steps_per_generation): choose a num_generations that divides it"
-            )
+        if self._groups_do_not_fit():  # TRL checks it only in some branches
+            raise self._groups_error()
+
+    def _groups_do_not_fit(self) -> bool:
+        return bool(self.num_generations and self.generation_batch_size) and (
+            self.generation_batch_size % self.num_generations != 0
+        )
+
+    def _groups_error(self) -> ConfigError:
+        return ConfigError(
+            f"num_generations={self.num_generations} does not divide the generation batch of "
+            f"{self.generation_batch_size} completions (per_device_train_batch_size={self.per_device_train_batch_size} "
+            "x processes x steps_per_generation): choose a num_generations that divides it"
+        )
 
     def validate(self) -> None:
         """Ranges TRL and transformers do not check (or check with a ZeroDivisionError); each error names its key."""
@@ -251,13 +261,6 @@ class StrictGRPOConfig(GRPOConfig):
         check_int("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
         if self.num_generations is not None:
             check_int("num_generations", self.num_generations, 2)
-            divides = self.per_device_train_batch_size * (self.steps_per_generation or self.gradient_accumulation_steps)
-            if self.generation_batch_size is None and divides % self.num_generations != 0:
-                raise ConfigError(
-                    f"num_generations={self.num_generations} does not divide the generation batch of {divides} "
-                    f"completions per process (per_device_train_batch_size={self.per_device_train_batch_size} x "
-                    f"steps_per_generation): choose a num_generations that divides it"
-                )
         if self.max_completion_length is not None:
             check_int("max_completion_length", self.max_completion_length, 1)
         check_int("max_steps", self.max_steps, -1)
