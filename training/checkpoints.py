@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 MARKER = "checkpoint_complete.json"
 SET_ASIDE_DIR = "incomplete"
+SUPERSEDED_DIR = "superseded"  # a complete checkpoint of a step saved again (a resume from an older checkpoint)
 TRAINER_STATE = "trainer_state.json"
 TEST_KILL_ENV = "STRICT_GRPO_TEST_KILL_IN_CHECKPOINT"
 LOW_SPACE_BYTES = 64 * 2**20  # below this much free space, a failed write is taken for a full disk
@@ -142,9 +143,9 @@ def last_complete_text(output_dir: str | Path) -> str:
     return f"the last complete checkpoint is {complete[-1]}" if complete else "there is no complete checkpoint yet"
 
 
-def set_aside(paths: list[Path], output_dir: str | Path) -> list[Path]:
-    """Move `paths` into `output_dir/incomplete/` (never over an earlier one); returns where they went."""
-    aside = Path(output_dir) / SET_ASIDE_DIR
+def set_aside(paths: list[Path], output_dir: str | Path, into: str = SET_ASIDE_DIR) -> list[Path]:
+    """Move `paths` into `output_dir/<into>/` (never over an earlier one); returns where they went."""
+    aside = Path(output_dir) / into
     aside.mkdir(exist_ok=True)
     moved = []
     for path in paths:
@@ -250,7 +251,8 @@ def save_complete_checkpoint(trainer, save: Callable[[], None]) -> Path:
     step = trainer.state.global_step
     path = output_dir / f"checkpoint-{step}"
     if args.should_save and path.exists() and getattr(trainer, "_last_saved_checkpoint", None) != path:
-        dest = set_aside([path], output_dir)[0]
+        into = SET_ASIDE_DIR if incompleteness(path) else SUPERSEDED_DIR  # complete: resumed from an older one
+        dest = set_aside([path], output_dir, into)[0]
         logger.warning("%s existed from an earlier attempt; moved it to %s before saving this step again", path, dest)
     trainer.accelerator.wait_for_everyone()
     limit = args.save_total_limit

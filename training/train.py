@@ -409,7 +409,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
     """Warm start, train (or, for a checkpoint that already reached max_steps, only load it), evaluate, save the
     adapter, write run_summary.json, the reward curve and the model card, and push when asked."""
     script_args, training_args, model_args = run.script_args, run.training_args, run.model_args
-    train_dataset, heldout_rows, env_factory, model_path = run.train_dataset, run.heldout_rows, run.env_factory, None
+    train_dataset, heldout_rows, env_factory = run.train_dataset, run.heldout_rows, run.env_factory
     model_path, flags, push, argv = run.model_path, run.flags, run.push, run.argv
     template_kwargs = dict(training_args.chat_template_kwargs or {})
     show_progress = not training_args.disable_tqdm
@@ -509,7 +509,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
     if trainer.accelerator.is_main_process:
         write_run_summary(training_args.output_dir, summary)
         plot_reward_curve(training_args.output_dir, trainer.heldout_history)
-        run = RunInfo(
+        info = RunInfo(
             base_model=model_args.model_name_or_path,
             resolved_model_path=model_path,
             recipe_path=argv[argv.index("--config") + 1] if "--config" in argv else None,
@@ -517,7 +517,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
             strict_flags=flags.as_env(),
             summary=summary,
         )
-        write_local_model_card(run, training_args.output_dir)
+        write_local_model_card(info, training_args.output_dir)
         logger.info(
             "Done in %.0fs (%d attempt(s), %.0fs in this one) at step %d (%s). Held-out reward: before %s, after %s",
             summary["wall_time_s"],
@@ -529,7 +529,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
             summary["heldout_reward_after"],
         )
         if push is not None:
-            dump_push_result(training_args.output_dir, publish(push, run, training_args.output_dir, model_args.dtype))
+            dump_push_result(training_args.output_dir, publish(push, info, training_args.output_dir, model_args.dtype))
     return summary
 
 
