@@ -126,8 +126,13 @@ def test_twenty_kills_resume_to_the_uninterrupted_adapter(tmp_path):
                 kind = "warm_start"
             else:
                 kind = rng.choices(["in_checkpoint", "after_logged_step", "random_time"], weights=[4, 4, 3])[0]
-            # Most kills lose the steps since the last complete checkpoint; about one in four lets the run get on.
-            progress = rng.random() < 0.25
+            # Every third attempt completes exactly one more checkpoint before its kill; the others are killed before
+            # the next checkpoint is complete. So the kills spread over the whole run (checkpoint-10 is reached by
+            # the 17th kill, and the last attempt trains steps 11 and 12).
+            progress = len(kills) >= 2 and (len(kills) - 2) % 3 == 2 and len(kills) < KILLS - 1
+            if progress and kind == "random_time":
+                kind = "after_logged_step"
+            limit = min(done_before + (3 if progress else 1), MAX_STEPS)  # the last step it may log
             if kind == "in_checkpoint" and done_before >= MAX_STEPS:
                 kind = "random_time"
             hook = {}
@@ -143,12 +148,16 @@ def test_twenty_kills_resume_to_the_uninterrupted_adapter(tmp_path):
                 hit = wait_until(attempt, lambda: attempt.seen("Supervised warm start"))
                 time.sleep(rng.uniform(0.2, 2.0))
             elif kind == "after_logged_step":  # a step this attempt logged (older lines are cut on resume)
-                target = min(done_before + (rng.randint(3, 4) if progress else rng.randint(1, 2)), MAX_STEPS)
+                target = limit
                 hit = wait_until(attempt, lambda: logged_since(out, attempt.started_wall) >= target)
-                time.sleep(rng.uniform(0.0, 0.4))
-            elif kind == "random_time":
-                delay = rng.uniform(2.0, 18.0)
-                hit = wait_until(attempt, lambda: time.monotonic() - attempt.started >= delay)
+                time.sleep(rng.uniform(0.0, 0.1))  # inside the next step (a tiny step takes ~0.2-0.5 s)
+            elif kind == "random_time":  # any time (setup, evaluation, a step, a save), within the progress limit
+                delay = rng.uniform(1.0, 15.0)
+                hit = wait_until(
+                    attempt,
+                    lambda: time.monotonic() - attempt.started >= delay
+                    or logged_since(out, attempt.started_wall) > limit,
+                )
             else:  # in_checkpoint: the process kills itself
                 hit = True
             if attempt.proc.poll() is None and kind != "in_checkpoint":
