@@ -1,8 +1,11 @@
-"""Health detectors: a zero loss, all-equal rewards and a pinned PPO ratio are counted, and stop a strict run."""
+"""Health detectors: a zero loss, all-equal rewards, a pinned PPO ratio, a non-finite loss or gradient and a gradient
+spike are counted, and stop a strict run (a non-finite gradient before it is applied, with a checkpoint saved)."""
 
 import json
+import math
 
 import pytest
+import torch
 
 from training.health import RunHealthError, detect
 
@@ -54,3 +57,73 @@ def test_healthy_run_fires_nothing_and_pinned_ratio_is_caught(make_trainer, monk
     broken.train()
     lines = [json.loads(x) for x in (tmp_path / "broken" / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
     assert [line["health/ratio_pinned"] for line in lines] == [0.0, 1.0]
+
+
+# ---- non-finite loss or gradient, gradient spikes --------------------------------------------------------------------
+def test_nonfinite_loss_and_gradient_are_detected():
+    assert detect({"loss": float("nan"), "grad_norm": 0.3}, reuse_pass=False)["health/nonfinite_loss"]
+    assert detect({"loss": 0.1, "grad_norm": float("inf")}, reuse_pass=False)["health/nonfinite_loss"]
+    assert not detect({"loss": 0.1, "grad_norm": 0.3}, reuse_pass=False)["health/nonfinite_loss"]
+
+
+def test_grad_spike_is_k_times_the_median_of_recent_finite_nonzero_norms_after_a_warmup():
+    recent = [1.0, 0.0, 2.0, float("nan"), 1.5, 0.5, 1.0]  # finite non-zero: 1, 2, 1.5, 0.5, 1 -> median 1.0
+
+    def spike(grad_norm, **kwargs):
+        return detect({"loss": 0.1, "grad_norm": grad_norm}, False, recent, **kwargs)["health/grad_spike"]
+
+    assert spike(10.5) and not spike(9.5)
+    assert not spike(10.5, spike_factor=20.0) and not spike(10.5, spike_factor=0.0)
+    assert not spike(10.5, spike_warmup=6)  # only 5 usable norms seen so far
+    assert not spike(float("nan"))  # that is health/nonfinite_loss's job
+
+
+def test_streaks_and_grad_norms_are_rebuilt_from_the_checkpoint_history_on_resume():
+    from types import SimpleNamespace
+
+    from training.health import HealthMonitorCallback
+
+    callback = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
+    history = [{"loss": 0.0, "grad_norm": 1.0, "health/zero_loss": 1.0}] * 2 + [{"train_runtime": 1.0}]
+    callback.on_train_begin(None, SimpleNamespace(log_history=history), None)
+    assert callback.streaks["health/zero_loss"] == 2 and list(callback.grad_norms) == [1.0, 1.0]
+    args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=2, strict_health=True, health_patience=3)
+    callback.on_log(args, SimpleNamespace(global_step=3), None, logs={"loss": 0.0, "grad_norm": 0.0})
+    assert "health/zero_loss fired for 3 consecutive steps" in str(callback.error)  # 2 before the resume, 1 after
+    callback.error = None
+    callback.on_log(args, SimpleNamespace(global_step=4), None, logs={"loss": 0.1, "grad_norm": 50.0})
+    assert callback.streaks["health/grad_spike"] == 1
+
+
+def nan_forward_from_step(trainer, step: int):
+    """Make the training forward (grad enabled; sampling runs without grad) NaN from optimizer step `step` on."""
+    module = next(m for n, m in trainer.model.named_modules() if n.endswith("q_proj.lora_B.default"))
+    poison = lambda mod, inputs, out: (  # noqa: E731
+        out * float("nan") if torch.is_grad_enabled() and trainer.state.global_step >= step - 1 else out
+    )
+    module.register_forward_hook(poison)
+
+
+def test_nan_loss_is_logged_as_it_is_and_counted(make_trainer, tmp_path):
+    trainer = make_trainer(max_steps=2, strict_health=False)
+    nan_forward_from_step(trainer, 2)
+    trainer.train()
+    lines = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
+    assert [line["health/nonfinite_loss"] for line in lines] == [0.0, 1.0]
+    assert math.isnan(lines[1]["loss"])  # not replaced by the running average (logging_nan_inf_filter is off)
+
+
+def test_nan_gradient_stops_a_strict_run_before_the_update_with_a_checkpoint(make_trainer, tmp_path):
+    from safetensors.torch import load_file
+
+    from training.checkpoints import incompleteness, train_saving_on_stop
+
+    trainer = make_trainer(max_steps=4, save_strategy="steps", save_steps=100)
+    nan_forward_from_step(trainer, 2)
+    with pytest.raises(RunHealthError, match=r"health/nonfinite_loss: the gradient of step 2 is NaN or infinite"):
+        train_saving_on_stop(trainer, None)
+    checkpoint = tmp_path / "out" / "checkpoint-1"
+    assert incompleteness(checkpoint) is None
+    saved = load_file(checkpoint / "adapter_model.safetensors")
+    assert all(torch.isfinite(t).all() for t in saved.values())
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())  # the NaN update was never applied

@@ -185,3 +185,44 @@ def test_push_without_repo_is_refused_before_training(tmp_path, monkeypatch, cap
         "error: --push_to_hub needs --hub_model_id (the repository to upload to, e.g. me/qwen3-grpo)"
     )
     assert not out.exists()  # nothing trained, nothing written
+
+
+def test_upload_names_no_path_of_the_training_machine(dry_run):
+    """Home, output, push, cache and working directories appear in no staged file (any file type); the base model
+    is named as the locally built tiny Qwen3."""
+    from training.models import cache_root
+
+    out, push = dry_run["out"].resolve(), dry_run["push"].resolve()
+    local = {str(Path.home()), str(out), str(push), str(cache_root().resolve()), str(Path.cwd()), str(out.parent)}
+    for path in (p for p in push.rglob("*") if p.is_file()):
+        content = path.read_bytes()
+        for text in local:
+            assert text.encode() not in content, f"{path.relative_to(push)} holds {text}"
+    assert json.loads((push / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-qwen3"
+    assert "a locally built tiny Qwen3" in (push / "README.md").read_text()
+    summary = json.loads((push / "run_summary.json").read_text())
+    assert summary["training_args"]["output_dir"] == "<output_dir>"
+
+
+def test_token_without_a_push_is_never_written(tmp_path):
+    """`--hub_token` with no push flag: no file under output_dir (checkpoints and training_args.bin included)."""
+    from training.train import main
+
+    out = tmp_path / "run"
+    main(["--config", "recipes/tiny_cpu.yaml", "--output_dir", str(out), "--hub_token", ARG_TOKEN,
+          "--warm_start_steps", "0", "--heldout_file", "", "--per_device_train_batch_size", "4",
+          "--num_generations", "4", "--max_completion_length", "4", "--max_steps", "1", "--save_steps", "1",
+          "--strict_health", "false", "--disable_tqdm", "true"])  # fmt: skip
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {"training_args.bin", "optimizer.pt", "run_summary.json"} <= {p.name for p in files}
+    for path in files:
+        assert ARG_TOKEN.encode() not in path.read_bytes(), f"{path} contains the token"
+
+
+def test_output_dir_card_names_the_base_model_without_paths(dry_run):
+    """TRL's card in output_dir said "fine-tuned version of [None]" and PEFT's named the cache directory."""
+    from training.models import cache_root
+
+    card = (dry_run["out"] / "README.md").read_text()
+    assert "[None]" not in card and str(cache_root().resolve()) not in card
+    assert "`model_name_or_path`: `tiny-qwen3`: a locally built tiny Qwen3" in card

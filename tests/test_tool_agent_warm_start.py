@@ -63,7 +63,7 @@ def test_tool_call_rate_is_the_share_of_acting_traces_per_row(
 ):
     seen = {}
 
-    def capture(model_path, out, encode, *args):
+    def capture(model_path, out, encode, *args, **kwargs):
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         seen["labels"] = [labels for _, labels in encode(tokenizer)]
         seen["tokenizer"] = tokenizer

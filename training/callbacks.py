@@ -1,4 +1,5 @@
-"""Trainer callbacks: `metrics.jsonl`, the wall-time guard, optimizer timing, periodic held-out evaluation."""
+"""Trainer callbacks: `metrics.jsonl`, the wall-time guard, optimizer timing, periodic held-out evaluation, and the
+run record's heartbeat."""
 
 from __future__ import annotations
 
@@ -9,23 +10,52 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from training.atomic import atomic_write_text
+
 logger = logging.getLogger(__name__)
+
+
+def keep_metrics_up_to(path: Path, step: int) -> None:
+    """Keep the lines of `metrics.jsonl` logged at steps <= `step` (rewritten atomically), so that a resumed run
+    tells one history. Lines that do not parse (the torn last line of a killed writer) are dropped; both kinds of
+    drop are logged."""
+    if not path.exists():
+        return
+    kept, later, torn = [], 0, []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            row_step = row["step"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            torn.append(number)
+            continue
+        if row_step <= step:
+            kept.append(line)
+        else:
+            later += 1
+    if torn:
+        logger.warning("%s: dropped unreadable line(s) %s (torn by a killed writer)", path, torn)
+    if later:
+        logger.info("%s: dropped %d line(s) of steps after %d (logged again as the run resumes)", path, later, step)
+    if torn or later:
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
 
 
 class MetricsJsonlCallback(TrainerCallback):
     """Append every log (one JSON object per logging step) to `output_dir/metrics.jsonl`, on the main process.
 
-    On resume, lines from steps after the checkpoint are dropped so that the file tells one consistent history.
+    On resume, lines from steps after the checkpoint (and a torn last line) are dropped so that the file tells one
+    consistent history.
     """
 
     def __init__(self, output_dir: str):
         self.path = Path(output_dir) / "metrics.jsonl"
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero or not self.path.exists():
-            return
-        kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= state.global_step]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        if state.is_world_process_zero:
+            keep_metrics_up_to(self.path, state.global_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
@@ -86,3 +116,18 @@ class HeldoutEvalCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.every and state.global_step % self.every == 0:
             self.heldout.record()
+
+
+class RunRecordCallback(TrainerCallback):
+    """Keeps `run_record.json` (training/run_record.py) alive: each log and save updates this attempt's wall time and
+    step, and mirrors the trainer's held-out history."""
+
+    def __init__(self, record, heldout_history: list[dict]):
+        self.record = record
+        self.heldout_history = heldout_history
+
+    def on_log(self, args, state, control, **kwargs):
+        self.record.heartbeat(state.global_step, self.heldout_history)
+
+    def on_save(self, args, state, control, **kwargs):
+        self.record.heartbeat(state.global_step, self.heldout_history)

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
-from training.advantages import get_estimator
+from training.advantages import ESTIMATORS
+from training.errors import BadInputError
+
+
+class ConfigError(BadInputError):
+    """A configuration value out of its range; the message names the key, the value and what is expected."""
+
+
+def check_range(name: str, value, expected: str, ok) -> None:
+    """Raise `ConfigError` naming `name` unless `value` is a number (not a bool) for which `ok(value)` holds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+        raise ConfigError(f"{name}={value!r} is invalid: expected {expected}")
+
+
+def check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name}={value!r} is invalid: expected an integer >= {low}")
 
 
 @dataclass
@@ -84,13 +101,41 @@ class StrictGRPOConfig(GRPOConfig):
     strict_health: bool = field(
         default=True,
         metadata={
-            "help": "Stop the run when a health detector (`health/zero_loss`, `health/all_groups_zero_std`, "
-            "`health/ratio_pinned`; training/health.py) fires for `health_patience` consecutive logged steps. "
-            "False: warn and count only."
+            "help": "Stop the run, after saving a checkpoint, when a health detector (`health/zero_loss`, "
+            "`health/all_groups_zero_std`, `health/ratio_pinned`, `health/grad_spike`; training/health.py) fires for "
+            "`health_patience` consecutive logged steps, or `health/nonfinite_loss` fires once (a NaN or infinite "
+            "gradient is caught before the optimizer applies it). False: warn and count only."
         },
     )
     health_patience: int = field(
         default=3, metadata={"help": "Consecutive logged steps a health detector may fire before a strict stop."}
+    )
+    grad_spike_factor: float = field(
+        default=10.0,
+        metadata={
+            "help": "`health/grad_spike` fires when a step's finite `grad_norm` exceeds this many times the median of "
+            "the last 20 finite, non-zero grad norms (after `grad_spike_warmup` of them). 0 disables it."
+        },
+    )
+    grad_spike_warmup: int = field(
+        default=5,
+        metadata={"help": "Finite, non-zero grad norms to see before `health/grad_spike` may fire."},
+    )
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={
+            "help": "Transformers' filter that replaces a NaN or infinite loss by the running average in the logs. Off "
+            "here (transformers turns it on): a non-finite loss is logged as it is and `health/nonfinite_loss` fires."
+        },
+    )
+    reward_retries: int = field(
+        default=2,
+        metadata={
+            "help": "Extra attempts for a plain reward function (not a judge: see `judge_retries`) whose call raised. "
+            "When every attempt raises, the batch gets NaN from that function (counted in `rewards/<name>/errors`) "
+            "or, with STRICT_TRAJ_KEYS=1, the run stops after saving a checkpoint, naming the function and the error "
+            "(training/reward_retry.py)."
+        },
     )
     # ---- value head and GAE (training/value.py, training/value_head_mixin.py; docs/value_head.md) ----
     advantage_estimator: str = field(
@@ -211,10 +256,59 @@ class StrictGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
+        self.validate()
         if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
             self.bf16 = False
-        get_estimator(self.advantage_estimator)  # refuses a name that is not registered
-        super().__post_init__()
+        try:
+            super().__post_init__()
+        except ValueError as err:  # TRL's and transformers' own checks: bad configuration too
+            if isinstance(err, BadInputError):
+                raise
+            if self._groups_do_not_fit():
+                raise self._groups_error() from None
+            raise ConfigError(f"invalid configuration: {err}") from None
+        if self._groups_do_not_fit():  # TRL checks it only in some branches
+            raise self._groups_error()
+
+    def _groups_do_not_fit(self) -> bool:
+        return bool(self.num_generations and self.generation_batch_size) and (
+            self.generation_batch_size % self.num_generations != 0
+        )
+
+    def _groups_error(self) -> ConfigError:
+        return ConfigError(
+            f"num_generations={self.num_generations} does not divide the generation batch of "
+            f"{self.generation_batch_size} completions (per_device_train_batch_size={self.per_device_train_batch_size} "
+            "x processes x steps_per_generation): choose a num_generations that divides it"
+        )
+
+    def validate(self) -> None:
+        """Ranges TRL and transformers do not check (or check with a ZeroDivisionError); each error names its key."""
+        check_int("per_device_train_batch_size", self.per_device_train_batch_size, 1)
+        check_int("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
+        if self.num_generations is not None:
+            check_int("num_generations", self.num_generations, 2)
+        if self.max_completion_length is not None:
+            check_int("max_completion_length", self.max_completion_length, 1)
+        check_int("max_steps", self.max_steps, -1)
+        check_range("learning_rate", self.learning_rate, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+        check_range("temperature", self.temperature, "a finite number > 0", lambda v: 0 < v < math.inf)
+        check_int("health_patience", self.health_patience, 1)
+        check_range("grad_spike_factor", self.grad_spike_factor, "0 (off) or a number > 1", lambda v: v == 0 or v > 1)
+        check_int("grad_spike_warmup", self.grad_spike_warmup, 1)
+        check_int("reward_retries", self.reward_retries, 0)
+        check_int("judge_retries", self.judge_retries, 0)
+        check_range("judge_max_failure_rate", self.judge_max_failure_rate, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_int("heldout_max_samples", self.heldout_max_samples, 1)
+        check_int("heldout_samples_per_prompt", self.heldout_samples_per_prompt, 1)
+        check_int("heldout_eval_steps", self.heldout_eval_steps, 0)
+        check_int("logp_check_steps", self.logp_check_steps, 0)
+        check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1)
+        check_int("max_tool_calls_per_episode", self.max_tool_calls_per_episode, 1)
+        if self.advantage_estimator not in ESTIMATORS:  # the registry in training/advantages.py
+            raise ConfigError(f"advantage_estimator={self.advantage_estimator!r} is not one of {sorted(ESTIMATORS)}")
+        if self.max_wall_time_s is not None:
+            check_range("max_wall_time_s", self.max_wall_time_s, "a number > 0, or None", lambda v: v > 0)
 
 
 def strict_config(args: GRPOConfig | None, model) -> StrictGRPOConfig:
@@ -254,8 +348,8 @@ class StrictScriptArguments:
     warm_start_steps: int = field(
         default=0,
         metadata={
-            "help": "Supervised warm-start steps on the train split (`prompt` -> `answer`) before GRPO; cached. "
-            "0 starts GRPO from the model as loaded."
+            "help": "Supervised warm-start steps on the train split (`prompt` -> `answer`) before GRPO; cached "
+            "(a progress bar with an ETA shows it unless `disable_tqdm`). 0 starts GRPO from the model as loaded."
         },
     )
     warm_start_lr: float = field(default=3e-3, metadata={"help": "Learning rate of the supervised warm start."})
@@ -297,3 +391,16 @@ class StrictScriptArguments:
         default=None,
         metadata={"help": "Tools the recipe expects; when given, must equal the environment's tools exactly."},
     )
+
+    def __post_init__(self):
+        if isinstance(self.reward_funcs, str) or not isinstance(self.reward_funcs, list):
+            raise ConfigError(
+                f"reward_funcs={self.reward_funcs!r} must be a list of dotted paths 'module.function' (YAML: "
+                f"reward_funcs: [{self.reward_funcs}])"
+            )
+        check_int("warm_start_steps", self.warm_start_steps, 0)
+        check_range("warm_start_lr", self.warm_start_lr, "a finite number > 0", lambda v: 0 < v < math.inf)
+        check_range(
+            "warm_start_tool_call_rate", self.warm_start_tool_call_rate, "a number in (0, 1]", lambda v: 0 < v <= 1
+        )
+        check_int("model_seed", self.model_seed, 0)

@@ -44,20 +44,74 @@ def validate_rows(rows: list[dict], source: str, required: tuple[str, ...] = ("p
 
 
 def load_rows(path: str | Path) -> list[dict]:
+    """The rows of a JSON-lines file (UTF-8, one JSON object per line; blank lines skipped), validated."""
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file {str(path)!r} does not exist")
+    if not path.is_file():
+        raise DatasetError(f"dataset file {str(path)!r} is not a file")
     rows = []
-    with open(path) as f:
-        for line_no, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DatasetError(
+                    f"{path}: line {line_no} is not valid UTF-8 (byte {err.start}: {raw[err.start:err.start + 1]!r}); "
+                    "save the file as UTF-8"
+                ) from None
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DatasetError(f"{path}: line {line_no} is not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                kind = type(row).__name__
+                raise DatasetError(f"{path}: line {line_no} is a JSON {kind}, not an object with a 'prompt'")
+            rows.append(row)
     validate_rows(rows, str(path))
     return rows
+
+
+def _content_bytes(prompt) -> int:
+    if isinstance(prompt, str):
+        return len(prompt.encode("utf-8"))
+    return sum(len(str(m.get("content") or "").encode("utf-8")) for m in prompt)
+
+
+def prompt_token_count(row: dict, tokenizer, template_kwargs: dict) -> int:
+    """Tokens of a row's prompt as the sampler renders it (chat template with the generation prompt)."""
+    if isinstance(row["prompt"], str):
+        return len(tokenizer(row["prompt"], add_special_tokens=False)["input_ids"])
+    ids = tokenizer.apply_chat_template(
+        row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False, **template_kwargs
+    )
+    return len(ids)
+
+
+def check_prompt_lengths(
+    rows: list[dict], source: str, tokenizer, template_kwargs: dict, context: int, max_completion_length: int
+) -> None:
+    """Refuse a prompt that, with `max_completion_length` completion tokens, would not fit the model's `context`
+    (a 50,000-character prompt is otherwise accepted and the run killed for memory minutes later)."""
+    limit = context - max_completion_length
+    if limit < 1:
+        raise DatasetError(
+            f"max_completion_length={max_completion_length} leaves no room for a prompt in the model's context of "
+            f"{context} tokens"
+        )
+    # A token covers at least one byte of content (byte-level BPE, byte fallback), and a chat template adds far fewer
+    # than limit/2 tokens: only prompts with more than limit/2 bytes of content need tokenizing (and the first row).
+    for i, row in enumerate(rows):
+        if i and _content_bytes(row["prompt"]) <= limit // 2:
+            continue
+        count = prompt_token_count(row, tokenizer, template_kwargs)
+        if count > limit:
+            raise DatasetError(
+                f"{source}: row {i}: the prompt is {count} tokens; with max_completion_length={max_completion_length} "
+                f"it does not fit the model's context of {context} tokens (at most {limit} prompt tokens)"
+            )
 
 
 def write_split_files(out_dir: str | Path, splits: dict[str, list[dict]]) -> None:

@@ -6,13 +6,21 @@ every save), and it pickles its arguments, token included, into `training_args.b
 the push settings and the token out of the training arguments before the trainer exists; after training,
 `publish` stages exactly the files to upload into one folder (`--push_dry_run DIR` stops there, without touching the
 network) and uploads that folder through `huggingface_hub.HfApi`. Before anything leaves, every staged file is
-checked for the token.
+checked for the token. The token is taken out of the arguments whether or not a push is asked for, so it is never
+pickled into `training_args.bin`.
+
+Nothing staged names a path of the machine that trained: the base model is named by its hub id, as the locally built
+tiny Qwen3 (rebuilt by the recipe), or by a local directory's name; `adapter_config.json`'s `base_model_name_or_path`
+is rewritten so; the output, push, cache, working and home directories in the card, the recipe and
+`run_summary.json` are replaced by placeholders (`<output_dir>`, `<push_dir>`, `<cache>`, `.`, `~`), and staging is
+refused when any staged file still holds one of them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -80,6 +88,24 @@ class RunInfo:
     strict_flags: dict[str, str]
     summary: dict
 
+    def base_model_name(self) -> str:
+        """How an upload names the base model: its hub id, `tiny-qwen3`, or a local directory's name."""
+        if _is_hub_id(self.base_model) or self.base_model == "tiny-qwen3":
+            return self.base_model
+        return Path(self.base_model).resolve().name
+
+    def base_model_text(self) -> str:
+        """What the base model is, for the card."""
+        if _is_hub_id(self.base_model):
+            return "on the Hugging Face Hub"
+        if self.base_model == "tiny-qwen3":
+            seed = self.summary.get("script_args", {}).get("model_seed", 0)
+            return (
+                f"a locally built tiny Qwen3 (`training/tiny_qwen3.py`, `model_seed` {seed}), not on the Hub; the "
+                "recipe below builds it again"
+            )
+        return "a local model directory (named here by its directory name), not on the Hub"
+
 
 def take_push_request(args) -> PushRequest | None:
     """Move the push settings out of `args` (a StrictGRPOConfig) so the Trainer neither pushes nor stores the token.
@@ -89,6 +115,7 @@ def take_push_request(args) -> PushRequest | None:
     if not args.push_to_hub and not args.push_dry_run:
         if args.push_merged_weights:
             raise HubPushError("push_merged_weights=True needs --push_to_hub or --push_dry_run DIR")
+        args.hub_token = None  # a token given without a push is never used: it must not be pickled either
         return None
     if args.push_to_hub and not args.push_dry_run and not args.hub_model_id:
         raise HubPushError("--push_to_hub needs --hub_model_id (the repository to upload to, e.g. me/qwen3-grpo)")
@@ -158,10 +185,13 @@ def _is_hub_id(name: str) -> bool:
     return "/" in name and not Path(name).exists() and not name.startswith((".", "/"))
 
 
-def render_model_card(run: RunInfo, request: PushRequest, output_dir: str | Path, merged: bool) -> ModelCard:
-    """The README.md of the uploaded repository."""
+def render_model_card(
+    run: RunInfo, request: PushRequest | None, output_dir: str | Path, merged: bool, title: str | None = None
+) -> ModelCard:
+    """The README.md of the uploaded repository (and of the output directory, with `request` None)."""
     summary = run.summary
     metrics = final_metrics(output_dir)
+    repo_id = request.repo_id if request is not None else None
     data = ModelCardData(
         base_model=run.base_model if _is_hub_id(run.base_model) else None,
         library_name="peft",
@@ -169,7 +199,7 @@ def render_model_card(run: RunInfo, request: PushRequest, output_dir: str | Path
         tags=["strict-grpo", "grpo", "trl", "lora", *(["merged"] if merged else [])],
     )
     lines = [
-        f"# {request.repo_id or Path(str(output_dir)).name}",
+        f"# {title or repo_id or Path(str(output_dir)).name}",
         "",
         "A LoRA adapter trained with GRPO by the strict GRPO stack (TRL "
         f"{summary.get('library_versions', {}).get('trl', '?')}, PEFT "
@@ -177,10 +207,8 @@ def render_model_card(run: RunInfo, request: PushRequest, output_dir: str | Path
         "",
         "## Base model",
         "",
-        f"- `model_name_or_path`: `{run.base_model}`",
+        f"- `model_name_or_path`: `{run.base_model_name()}`: {run.base_model_text()}",
     ]
-    if run.resolved_model_path != run.base_model:
-        lines.append(f"- the adapter was trained on top of: `{run.resolved_model_path}`")
     warm = summary.get("script_args", {}).get("warm_start_steps", 0)
     if warm:
         lines.append(
@@ -225,8 +253,73 @@ def write_merged_weights(adapter_dir: Path, base_model_path: str, out: Path, dty
     merged.save_pretrained(out)
 
 
+class LocalPaths:
+    """The machine's paths a run knows of, longest first, with the placeholder each becomes in what is published."""
+
+    def __init__(self, output_dir: str | Path, stage: Path | None = None, extra: dict[str, str] | None = None):
+        from training.models import cache_root
+
+        named = {
+            str(Path(output_dir).resolve()): "<output_dir>",
+            str(Path(output_dir)): "<output_dir>",
+            str(cache_root().resolve()): "<cache>",
+            str(Path.cwd().resolve()): ".",
+            str(Path.home().resolve()): "~",
+        }
+        for path, hole in (extra or {}).items():
+            named[path] = hole
+            if os.path.exists(path):
+                named[str(Path(path).resolve())] = hole
+        if stage is not None:
+            named[str(stage.resolve())] = "<push_dir>"
+            named[str(stage)] = "<push_dir>"
+        self.pairs = sorted(
+            ((path, hole) for path, hole in named.items() if os.path.isabs(path) and path != os.sep),
+            key=lambda pair: -len(pair[0]),
+        )
+
+    def scrub(self, text: str) -> str:
+        for path, hole in self.pairs:
+            text = text.replace(path, hole)
+        return text
+
+    def scrub_json(self, value):
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list):
+            return [self.scrub_json(v) for v in value]
+        if isinstance(value, dict):
+            return {self.scrub(str(k)): self.scrub_json(v) for k, v in value.items()}
+        return value
+
+    def check(self, folder: Path) -> None:
+        """Raise naming the file when any file under `folder` holds one of the paths (bytes, any file type)."""
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            content = path.read_bytes()
+            for local, _ in self.pairs:
+                if local.encode() in content:
+                    raise HubPushError(f"{path} contains the local path {local!r}; refusing to publish it")
+
+
+def _model_paths(run: RunInfo) -> dict[str, str]:
+    hole = f"<{run.base_model_name()}>"
+    return {run.resolved_model_path: hole, run.base_model: hole}
+
+
+def _stage_scrubbed(src: Path, dest: Path, paths: LocalPaths, run: RunInfo) -> None:
+    """Copy one output file into the stage, with the machine's paths replaced in the text files."""
+    if src.name == "adapter_config.json":
+        config = json.loads(src.read_text())
+        config["base_model_name_or_path"] = run.base_model_name()
+        dest.write_text(json.dumps(paths.scrub_json(config), indent=2, sort_keys=True))
+    elif src.suffix in (".json", ".jsonl", ".md", ".yaml", ".txt", ".jinja"):
+        dest.write_text(paths.scrub(src.read_text(encoding="utf-8")), encoding="utf-8")
+    else:
+        shutil.copy2(src, dest)
+
+
 def stage_upload(request: PushRequest, run: RunInfo, output_dir: str | Path, stage: Path, dtype: str | None) -> Path:
-    """Write into `stage` exactly the files to upload; refuse if any of them contains the token."""
+    """Write into `stage` exactly the files to upload; refuse if any of them contains the token or a local path."""
     output_dir = Path(output_dir)
     missing = [name for name in ADAPTER_FILES if not (output_dir / name).exists()]
     if missing:
@@ -234,17 +327,35 @@ def stage_upload(request: PushRequest, run: RunInfo, output_dir: str | Path, sta
     if stage.exists() and any(stage.iterdir()):
         raise HubPushError(f"push staging directory {str(stage)!r} is not empty; choose an empty or new directory")
     stage.mkdir(parents=True, exist_ok=True)
+    paths = LocalPaths(output_dir, stage, _model_paths(run))
     for name in ADAPTER_FILES + OPTIONAL_FILES:
         if (output_dir / name).exists():
-            shutil.copy2(output_dir / name, stage / name)
+            _stage_scrubbed(output_dir / name, stage / name, paths, run)
     recipe = redacted_recipe(run.recipe_path)
     if recipe is not None:
-        (stage / "recipe.yaml").write_text(recipe)
+        (stage / "recipe.yaml").write_text(paths.scrub(recipe))
     if request.merged:
         write_merged_weights(output_dir, run.resolved_model_path, stage / "merged", dtype)
-    render_model_card(run, request, output_dir, merged=request.merged).save(stage / "README.md")
+    card = render_model_card(run, request, output_dir, merged=request.merged)
+    (stage / "README.md").write_text(paths.scrub(str(card)), encoding="utf-8")
     check_no_secret(stage, request.secrets())
+    paths.check(stage)
     return stage
+
+
+def write_local_model_card(run: RunInfo, output_dir: str | Path) -> Path | None:
+    """Replace the card TRL and PEFT leave in `output_dir` (base model "[None]", cache paths) by ours, with the
+    machine's paths replaced. None (and TRL's card left) when no training step was logged."""
+    output_dir = Path(output_dir)
+    try:
+        card = render_model_card(run, None, output_dir, merged=False, title=output_dir.name)
+    except HubPushError as err:
+        logger.warning("No model card written: %s", err)
+        return None
+    paths = LocalPaths(output_dir, None, _model_paths(run))
+    path = output_dir / "README.md"
+    path.write_text(paths.scrub(str(card)), encoding="utf-8")
+    return path
 
 
 def check_no_secret(folder: Path, secrets: list[str]) -> None:

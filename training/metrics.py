@@ -48,6 +48,7 @@ CONTRACT: dict[str, str] = {
     "health/all_groups_zero_std": "always",
     "health/ratio_pinned": "always",
     "health/nonfinite_loss": "always",
+    "health/grad_spike": "always",
     # causal job (training/causal/)
     "causal/info_gain": "causal environment",
     "causal/posterior_entropy": "causal environment",

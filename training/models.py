@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
+from training.atomic import atomic_directory
 from training.errors import MissingPathError
-from training.tiny_qwen3 import build_fingerprint, write_tiny_qwen3
+from training.tiny_qwen3 import COMPLETE_FILE, build_fingerprint, write_tiny_qwen3
+
+logger = logging.getLogger(__name__)
 
 TINY_MODEL_NAME = "tiny-qwen3"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -18,21 +24,49 @@ def cache_root() -> Path:
     return Path(os.environ.get("STRICT_GRPO_CACHE", Path.home() / ".cache" / "strict_grpo"))
 
 
+def tiny_model_cache(seed: int = 0) -> Path:
+    """The cached tiny Qwen3 of `seed`, built once (atomically: the directory appears only when complete)."""
+    out = cache_root() / "models" / f"tiny-qwen3-{build_fingerprint()}-seed{seed}"
+    if (out / COMPLETE_FILE).exists():
+        return out
+    if out.exists():
+        # Left by an older version that wrote the cache in place and was killed while writing it.
+        logger.warning("Removing the incomplete model cache %s (no %s) and building it again", out, COMPLETE_FILE)
+        shutil.rmtree(out)
+    with atomic_directory(out) as tmp:
+        write_tiny_qwen3(tmp, seed=seed)
+    return out
+
+
+def check_model_dir(path: Path, name: str) -> None:
+    """A local model directory needs a config.json that names its architecture (`model_type`)."""
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        raise MissingPathError(f"model_name_or_path={name!r} exists but has no config.json")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise MissingPathError(f"model_name_or_path={name!r}: {config_path} is not valid JSON ({err})") from None
+    if not isinstance(config, dict) or not config.get("model_type"):
+        raise MissingPathError(
+            f"model_name_or_path={name!r}: {config_path} has no 'model_type' (it is not a transformers model "
+            "config; save the model with save_pretrained)"
+        )
+
+
 def resolve_model_path(name_or_path: str, seed: int = 0) -> str:
     """Turn a recipe's `model_name_or_path` into something `from_pretrained` can load, or raise naming it.
 
     `tiny-qwen3` builds the offline tiny Qwen3 into the cache (once per seed and build fingerprint). A path that
-    exists is used as is. Something shaped like a hub id (`Qwen/Qwen3-0.6B`) is passed through for
-    `from_pretrained` to fetch.
+    exists is used as is once its config.json checks out. Something shaped like a hub id (`Qwen/Qwen3-0.6B`) is
+    passed through for `from_pretrained` to fetch.
     """
     if name_or_path == TINY_MODEL_NAME:
-        out = cache_root() / "models" / f"tiny-qwen3-{build_fingerprint()}-seed{seed}"
-        if not (out / "model.safetensors").exists():
-            write_tiny_qwen3(out, seed=seed)
-        return str(out)
+        return str(tiny_model_cache(seed))
     if Path(name_or_path).exists():
-        if not (Path(name_or_path) / "config.json").exists():
-            raise MissingPathError(f"model_name_or_path={name_or_path!r} exists but has no config.json")
+        if not Path(name_or_path).is_dir():
+            raise MissingPathError(f"model_name_or_path={name_or_path!r} is a file, not a model directory")
+        check_model_dir(Path(name_or_path), name_or_path)
         return name_or_path
     if _HUB_ID.match(name_or_path) and not name_or_path.startswith((".", "/")):
         return name_or_path

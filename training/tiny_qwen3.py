@@ -23,6 +23,9 @@ from training.tasks.workspace import CHANNELS, PRIORITY_WORDS, TEXTS, TITLES
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
+# Written last by `write_tiny_qwen3`: a directory without it was not completely written.
+COMPLETE_FILE = "tiny_qwen3.json"
+
 BPE_VOCAB_SIZE = 1024  # upper bound before the added tokens: 256 byte symbols + the merges the corpus yields
 
 TINY_ARCH = dict(
@@ -119,14 +122,14 @@ def build_fingerprint() -> str:
 
 
 def write_tiny_qwen3(out_dir: str | Path, seed: int = 0) -> Path:
-    """Write a loadable tiny Qwen3 checkpoint (model, tokenizer, chat template) to `out_dir`."""
+    """Write a loadable tiny Qwen3 checkpoint (model, tokenizer, chat template) to `out_dir`; `COMPLETE_FILE` last."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "tiny_qwen3.json").write_text(json.dumps({"seed": seed, "arch": TINY_ARCH}, indent=2, sort_keys=True))
+    (out / COMPLETE_FILE).write_text(json.dumps({"seed": seed, "arch": TINY_ARCH}, indent=2, sort_keys=True))
     return out
 
 

@@ -37,6 +37,7 @@ from trl import GRPOTrainer
 
 from judges.adapter import JudgeSettings
 from training.callbacks import HeldoutEvalCallback, MetricsJsonlCallback, OptimizerTimingCallback, WallTimeGuardCallback
+from training.checkpoints import save_complete_checkpoint
 from training.config import StrictGRPOConfig, strict_config
 from training.diagnostics import rss_mb, timed
 from training.errors import MissingPathError
@@ -298,6 +299,11 @@ class StrictGRPOTrainer(GRPOTrainer):
             self.value.save(output_dir or self.args.output_dir)
 
     def _save_checkpoint(self, model, trial):
+        # A checkpoint counts only once complete (training/checkpoints.py): TRL's and transformers' files, then the
+        # features' state, then the completion marker.
+        save_complete_checkpoint(self, partial(self._save_checkpoint_files, model, trial))
+
+    def _save_checkpoint_files(self, model, trial) -> None:
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
             checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"

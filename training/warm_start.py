@@ -13,8 +13,10 @@ import random
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from training.atomic import atomic_directory
 from training.models import cache_root
 
 
@@ -42,10 +44,13 @@ def fine_tune_cached(
     lr: float,
     batch_size: int,
     seed: int,
+    show_progress: bool = True,
 ) -> str:
     """Full fine-tuning of `model_path` on `encode(tokenizer)`'s `(input_ids, labels)` pairs (labels -100 where no
-    loss), saved atomically to `out`; an existing `out` is returned as it is."""
-    if (out / "model.safetensors").exists():
+    loss), saved atomically to `out` (the directory appears only once complete, so a killed warm start is redone from
+    its start, never half-used); an existing `out` is returned as it is. A progress bar with the loss and an ETA
+    goes to stderr unless `show_progress` is False (the recipe's `disable_tqdm`)."""
+    if out.is_dir():
         return str(out)
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -55,7 +60,8 @@ def fine_tune_cached(
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(steps, 1))
-    for _ in range(steps):
+    bar = tqdm(range(steps), desc="warm start", unit="step", disable=not show_progress)
+    for _ in bar:
         batch = rng.sample(encoded, min(batch_size, len(encoded)))
         width = max(len(ids) for ids, _ in batch)
         input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
@@ -71,14 +77,15 @@ def fine_tune_cached(
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
 
-    tmp = out.with_name(out.name + ".tmp")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(
-        json.dumps({"base": model_path, "steps": steps, "lr": lr, "seed": seed, "final_loss": loss.item()})
-    )
-    tmp.rename(out)
+    with atomic_directory(out) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "warm_start.json").write_text(
+            json.dumps({"base": model_path, "steps": steps, "lr": lr, "seed": seed, "final_loss": loss.item()})
+        )
     return str(out)
 
 
@@ -90,6 +97,7 @@ def supervised_warm_start(
     batch_size: int = 32,
     seed: int = 0,
     template_kwargs: dict | None = None,
+    show_progress: bool = True,
 ) -> str:
     """Return the directory of `model_path` fine-tuned for `steps` steps on `rows`; cached.
 
@@ -102,4 +110,5 @@ def supervised_warm_start(
         pairs = [encode_pair(tokenizer, r["prompt"], r.get("demonstration", r["answer"]), template_kwargs) for r in rows]
         return [(p + c, [-100] * len(p) + c) for p, c in pairs]
 
-    return fine_tune_cached(model_path, cache_root() / "warm_start" / key, encode, steps, lr, batch_size, seed)
+    out = cache_root() / "warm_start" / key
+    return fine_tune_cached(model_path, out, encode, steps, lr, batch_size, seed, show_progress=show_progress)

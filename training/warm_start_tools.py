@@ -65,6 +65,7 @@ def trace_warm_start(
     seed: int = 0,
     template_kwargs: dict | None = None,
     tool_call_rate: float = 1.0,
+    show_progress: bool = True,
 ) -> str:
     """Return the directory of `model_path` fine-tuned for `steps` steps on the rows' tool-call traces; cached.
 
@@ -86,4 +87,5 @@ def trace_warm_start(
             for is_lazy in [False] * acting + [True] * lazy
         ]
 
-    return fine_tune_cached(model_path, cache_root() / "warm_start_tools" / key, encode, steps, lr, batch_size, seed)
+    out = cache_root() / "warm_start_tools" / key
+    return fine_tune_cached(model_path, out, encode, steps, lr, batch_size, seed, show_progress=show_progress)
