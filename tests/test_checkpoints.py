@@ -23,7 +23,7 @@ from training.run_record import INTERRUPTED, RunRecord
 
 RECIPE = "recipes/tiny_cpu.yaml"
 # Small and fast, but learning: the length reward has spread even for the untrained model.
-TINY = ["--warm_start_steps", "0", "--reward_funcs", "training.tiny_trainer.length_reward", "--reward_weights", "1.0",
+TINY = ["--warm_start_steps", "0", "--reward_funcs", "tests.support.tiny_trainer.length_reward", "--reward_weights", "1.0",
         "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
         "--heldout_max_samples", "4", "--heldout_samples_per_prompt", "1", "--heldout_eval_steps", "2",
         "--strict_health", "false", "--disable_tqdm", "true", "--save_total_limit", "1"]  # fmt: skip

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 KILLS = 20
 MAX_STEPS = 12
 ARGS = ["--config", "recipes/tiny_cpu.yaml", "--warm_start_steps", "20",
-        "--reward_funcs", "training.tiny_trainer.length_reward", "training.rewards.exact_answer_reward",
+        "--reward_funcs", "tests.support.tiny_trainer.length_reward", "training.rewards.exact_answer_reward",
         "--reward_weights", "0.05", "1.0", "--per_device_train_batch_size", "16", "--num_generations", "4",
         "--max_completion_length", "12", "--max_steps", str(MAX_STEPS), "--save_steps", "2", "--save_total_limit", "1",
         "--heldout_max_samples", "8", "--heldout_samples_per_prompt", "2", "--heldout_eval_steps", "4",

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from judges.adapter import JudgeReward
 from training.checkpoints import incompleteness, train_saving_on_stop
 from training.reward_retry import RetryingReward, RewardFunctionError, with_retries
-from training.tiny_trainer import length_reward
+from tests.support.tiny_trainer import length_reward
 
 
 class Flaky:

@@ -137,7 +137,7 @@ class StrictGRPOConfig(GRPOConfig):
             "(training/reward_retry.py)."
         },
     )
-    # ---- value head and GAE (training/value.py, training/value_head_mixin.py; docs/value_head.md) ----
+    # ---- value head and GAE (training/value.py, training/advantages.py, training/features/value_head.py; docs/value_head.md) ----
     advantage_estimator: str = field(
         default="grpo",
         metadata={
@@ -180,7 +180,7 @@ class StrictGRPOConfig(GRPOConfig):
             "loaded unquantised in `dtype`."
         },
     )
-    # ---- judges, NaN rewards, zero-variance groups (judges/, training/reward_checks.py; docs/judges.md) ----
+    # ---- judges, NaN rewards, zero-variance groups (judges/, training/features/reward_checks.py; docs/judges.md) ----
     judge_retries: int = field(
         default=1,
         metadata={"help": "Extra attempts for a judge group whose scoring raised, timed out or was unparseable."},
@@ -239,7 +239,7 @@ class StrictGRPOConfig(GRPOConfig):
             "batch is filled with zero-variance groups and `dynamic_sampling/unfilled_groups` says how many."
         },
     )
-    # ---- tool agents: assisted calls, call budget (training/forcing.py, training/envs/; docs/tool_agent.md) ----
+    # ---- tool agents: assisted calls, call budget (training/features/forcing.py, training/envs/; docs/tool_agent.md) ----
     forced_sft_coef: float = field(
         default=0.0,
         metadata={
