@@ -118,15 +118,12 @@ def spec_from_recipe(recipe: str, overrides: list[str] | None = None) -> EvalSpe
 
 
 def warm_started_model_path(script_args, training_args, model_args) -> str:
-    """The model a recipe's GRPO starts from: `resolve_model_path`, then the recipe's warm start (the same cached
-    calls, arguments and order as `training.train.main`, so the cache returns the very model training used)."""
+    """The model a recipe's GRPO starts from, by the same cached warm start `training.train` runs."""
     from datasets import Dataset
 
     from training.data import load_prompt_dataset, load_rows
     from training.models import resolve_model_path
-    from training.train import setup_environment
-    from training.warm_start import supervised_warm_start
-    from training.warm_start_tools import trace_warm_start
+    from training.train import setup_environment, warm_started
 
     train_dataset = load_prompt_dataset(script_args.train_file)
     heldout_rows = load_rows(script_args.heldout_file) if script_args.heldout_file else []
@@ -134,20 +131,8 @@ def warm_started_model_path(script_args, training_args, model_args) -> str:
     if script_args.environment_factory:
         env_factory, train_rows, _ = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
         train_dataset = Dataset.from_list(train_rows)
-    template_kwargs = dict(training_args.chat_template_kwargs or {})
     model_path = resolve_model_path(model_args.model_name_or_path, seed=script_args.model_seed)
-    if script_args.warm_start_steps > 0 and env_factory is not None:
-        return trace_warm_start(
-            model_path, train_dataset.to_list(), env_factory, steps=script_args.warm_start_steps,
-            lr=script_args.warm_start_lr, seed=script_args.model_seed, template_kwargs=template_kwargs,
-            tool_call_rate=script_args.warm_start_tool_call_rate,
-        )
-    if script_args.warm_start_steps > 0:
-        return supervised_warm_start(
-            model_path, train_dataset.to_list(), steps=script_args.warm_start_steps, lr=script_args.warm_start_lr,
-            seed=script_args.model_seed, template_kwargs=template_kwargs,
-        )
-    return model_path
+    return warm_started(script_args, training_args, model_path, train_dataset.to_list(), env_factory)
 
 
 def load_policy(spec: EvalSpec):

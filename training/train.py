@@ -407,39 +407,32 @@ def main(argv: list[str] | None = None) -> dict:
         raise
 
 
+def warm_started(script_args, training_args, model_path: str, train_rows: list[dict], env_factory,
+                 show_progress: bool = False) -> str:
+    """The model GRPO starts from: `model_path` after the recipe's warm start (cached: the same arguments return the
+    same directory), a tool-trace warm start when the recipe has an environment. `training.evaluate` calls this too,
+    so it finds the very model a run trained from."""
+    if script_args.warm_start_steps <= 0:
+        return model_path
+    common = dict(steps=script_args.warm_start_steps, lr=script_args.warm_start_lr, seed=script_args.model_seed,
+                  template_kwargs=dict(training_args.chat_template_kwargs or {}), show_progress=show_progress)
+    if env_factory is not None:
+        logger.info("Tool-trace warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
+        return trace_warm_start(model_path, train_rows, env_factory,
+                                tool_call_rate=script_args.warm_start_tool_call_rate, **common)
+    logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
+    return supervised_warm_start(model_path, train_rows, **common)
+
+
 def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord) -> dict:
     """Warm start, train (or, for a checkpoint that already reached max_steps, only load it), evaluate, save the
     adapter, write run_summary.json, the reward curve and the model card, and push when asked."""
     script_args, training_args, model_args = run.script_args, run.training_args, run.model_args
     train_dataset, heldout_rows, env_factory = run.train_dataset, run.heldout_rows, run.env_factory
     model_path, flags, push, argv = run.model_path, run.flags, run.push, run.argv
-    template_kwargs = dict(training_args.chat_template_kwargs or {})
-    show_progress = not training_args.disable_tqdm
     with training_args.main_process_first(desc="building the warm start"):
-        if script_args.warm_start_steps > 0 and env_factory is not None:
-            logger.info("Tool-trace warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
-            model_path = trace_warm_start(
-                model_path,
-                train_dataset.to_list(),
-                env_factory,
-                steps=script_args.warm_start_steps,
-                lr=script_args.warm_start_lr,
-                seed=script_args.model_seed,
-                template_kwargs=template_kwargs,
-                tool_call_rate=script_args.warm_start_tool_call_rate,
-                show_progress=show_progress,
-            )
-        elif script_args.warm_start_steps > 0:
-            logger.info("Supervised warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
-            model_path = supervised_warm_start(
-                model_path,
-                train_dataset.to_list(),
-                steps=script_args.warm_start_steps,
-                lr=script_args.warm_start_lr,
-                seed=script_args.model_seed,
-                template_kwargs=template_kwargs,
-                show_progress=show_progress,
-            )
+        model_path = warm_started(script_args, training_args, model_path, train_dataset.to_list(), env_factory,
+                                  show_progress=not training_args.disable_tqdm)
     record.heartbeat()
     training_args.model_init_kwargs = {
         **(training_args.model_init_kwargs or {}),
