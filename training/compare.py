@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import numpy as np
 
 from training.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
 from training.episodes import t_interval
-from training.errors import BadInputError
+from training.errors import BadInputError, bad_input_exits
 from training.jsonsafe import dumps_strict
 from training.runs import RunRecord, load_run
 from training.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, welch_t
@@ -210,11 +209,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
+    with bad_input_exits():
         main()
-    except BadInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ failure during training and keeps its traceback. The message names the key, flag
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class BadInputError(ValueError):
     """Input the user can fix (a recipe key, a flag, a data row, a path); the message says which."""
@@ -13,3 +17,13 @@ class BadInputError(ValueError):
 
 class MissingPathError(BadInputError, FileNotFoundError):
     """A file or directory the input names does not exist or lacks what it needs."""
+
+
+@contextmanager
+def bad_input_exits() -> Iterator[None]:
+    """Around a command-line entry point: a `BadInputError` prints one `error: <message>` line and exits 2."""
+    try:
+        yield
+    except BadInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

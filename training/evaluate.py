@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from training.episodes import summarize, write_episodes
-from training.errors import BadInputError
+from training.errors import bad_input_exits
 from training.eval_spec import EvalSpecError, load_policy, spec_from_recipe, spec_from_run
 from training.eval_tasks import TASKS, load_task_modules, resolve_task
 
@@ -127,11 +126,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
+    with bad_input_exits():
         main()
-    except BadInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from training.config import StrictGRPOConfig, StrictScriptArguments
 from training.data import check_prompt_lengths, load_prompt_dataset, load_rows
 from training.envs.prompting import render_system_prompt, with_system_prompt
 from training.envs.tool_names import check_tool_names, environment_tool_names
-from training.errors import BadInputError
+from training.errors import BadInputError, bad_input_exits
 from training.flags import read_flags
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
@@ -539,11 +539,8 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
 
 def cli() -> None:
     try:
-        main()
-    except BadInputError as err:
-        # Bad input: one clear line naming the key, column, row, flag or path.
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        with bad_input_exits():  # one clear line naming the key, column, row, flag or path
+            main()
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise

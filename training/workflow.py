@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from training.errors import BadInputError
+from training.errors import bad_input_exits
 from training.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
 
 RUN_FILE = "workflow_run.json"
@@ -404,11 +404,8 @@ def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell],
 
 
 def cli() -> None:
-    try:
+    with bad_input_exits():
         summary = main()
-    except BadInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
     if summary.get("failed"):
         sys.exit(1)
 
