@@ -28,11 +28,15 @@ def test_only_intervene_and_observe_are_tools_with_typed_schemas():
 def test_reset_summarises_initial_data_and_intervene_reports_every_variable():
     env = CausalEnv()
     text = env.reset(**row())
-    assert text.startswith("4 observational samples:") and text.endswith("Budget: 6 calls.")
-    assert env.surrogate.updates == 1 and len(text.splitlines()) == 6
+    rows = chain5().sample(4, np.random.default_rng(3))  # reset's first draw: the initial observational rows
+    corr = np.corrcoef(rows, rowvar=False)[2]
+    expected = ", ".join(f"X{j} {corr[j]:+.1f}" for j in (0, 1, 3, 4))
+    assert text == f" Budget: 6 calls. 4 samples, correlation with X2: {expected}."
+    assert env.surrogate.updates == 1
     out = env.intervene("X1", 2.0)
     first = out.splitlines()[0].split()
-    assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.00"
+    assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.0"
+    assert out.endswith("(5 calls left)")
     step = env.record.steps[-1]
     assert step.valid and step.expected_target == pytest.approx(-2.4)
     assert step.info_gain == pytest.approx(step.entropy_before - step.entropy_after)
