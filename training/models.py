@@ -30,6 +30,10 @@ def resolve_model_path(name_or_path: str, seed: int = 0) -> str:
         if not (out / "model.safetensors").exists():
             write_tiny_qwen3(out, seed=seed)
         return str(out)
+    if name_or_path == "tiny-qwen3-causal":  # the causal task's tokenizer variant (training/causal/tiny_model.py)
+        from training.causal.tiny_model import resolve_causal_model
+
+        return resolve_causal_model(cache_root(), seed)
     if Path(name_or_path).exists():
         if not (Path(name_or_path) / "config.json").exists():
             raise MissingPathError(f"model_name_or_path={name_or_path!r} exists but has no config.json")
