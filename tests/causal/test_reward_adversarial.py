@@ -1,5 +1,10 @@
 """Policies that try to game the reward do not gain: on the same SCMs and environment seeds, each exploit's mean
-reward, in every component and weighted, is no more than the random baseline's."""
+reward, in every component and weighted, is no more than the random baseline's.
+
+One legitimate exception is guarded separately: a policy that only observes (3 observational rows per call) may
+learn the parents as well as random interventions do or better (observational data carry real information about
+the skeleton and v-structures), so its `parent` reward is not capped; every other component and the weighted reward
+are."""
 
 import json
 
@@ -66,7 +71,7 @@ def target(env, rng):
 
 EXPLOITS = {
     "repeat one intervention": (RepeatFirst, BUDGET),
-    "only observe (more rows per call)": (fixed("observe"), BUDGET),
+    "only observe (more rows per call)": (fixed("observe"), BUDGET),  # parent: see the module docstring
     "intervene on the target itself": (lambda: target, BUDGET),
     "out-of-bound value": (with_value(1e6), BUDGET),
     "non-finite value (nan)": (with_value(float("nan")), BUDGET),
@@ -83,6 +88,7 @@ EXPLOITS = {
 def test_exploit_earns_no_more_than_the_random_baseline(scms, honest, exploit):
     make_policy, n_calls = EXPLOITS[exploit]
     gamed = mean_rewards(make_policy, scms, n_calls)
-    for key in (*COMPONENTS, "weighted"):
+    capped = [c for c in COMPONENTS if not (exploit.startswith("only observe") and c == "parent")]
+    for key in (*capped, "weighted"):
         assert gamed[key] <= honest[key] + 1e-12, (exploit, key, gamed[key], honest[key])
     assert gamed["weighted"] < honest["weighted"]
