@@ -17,7 +17,10 @@ EPISODES=${EPISODES:-4}
 JOBS=${JOBS:-2}
 PHASES=${PHASES:-"baselines all eval ablations"}
 RECIPE=${RECIPE:-recipes/causal_cpu.yaml}
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false OUT EPISODES RECIPE
+# Every measured run takes all of the recipe's steps: its 600 s GRPO wall-time guard (there for the 15-minute
+# promise on an idle machine) would otherwise cut runs by however busy the shared cores happen to be.
+MAX_WALL=${MAX_WALL:-7200}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false OUT EPISODES RECIPE MAX_WALL
 mkdir -p "$OUT/eval" "$OUT/logs"
 
 declare -A WEIGHTS=(
@@ -34,7 +37,7 @@ train_job() {  # variant seed weights...
   if [ -f "$dir/run_summary.json" ]; then echo "skip $dir (done)"; return; fi
   echo "train $variant seed $seed"
   python -m training.train --config "$RECIPE" --seed "$seed" --model_seed "$seed" --output_dir "$dir" \
-    --save_steps 1000 --overwrite_output_dir true --reward_weights "$@" > "$OUT/logs/${variant}_s$seed.log" 2>&1
+    --save_steps 1000 --max_wall_time_s "$MAX_WALL" --overwrite_output_dir true --reward_weights "$@" > "$OUT/logs/${variant}_s$seed.log" 2>&1
 }
 
 eval_job() {  # label out-name args...

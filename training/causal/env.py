@@ -320,3 +320,8 @@ def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[Causa
         raise ValueError(f"active: must be a bool, got {active!r}")
     name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
     return type(name, (CausalEnv,), {"surrogate_kind": surrogate, "active": active, "__doc__": CausalEnv.__doc__})
+
+
+# Importable frozen variant, for recipes (`environment_factory: training.causal.env.CausalEnvFrozen`): the old system's
+# failure mode, a surrogate that never learns (its structure and parent rewards are then exactly 0).
+CausalEnvFrozen = make_causal_env("exact", active=False)

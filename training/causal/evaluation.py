@@ -33,7 +33,7 @@ from trl.chat_template_utils import add_response_schema, parse_response
 
 from training.causal.baselines import POLICIES, episode_seed, run_policy
 from training.causal.env import CausalEnv
-from training.causal.rewards import COMPONENTS, DEFAULT_WEIGHTS, episode_rewards, weighted_reward
+from training.causal.rewards import COMPONENTS, episode_rewards, weighted_reward
 from training.envs.evaluation import environment_tools
 from training.envs.tool_calls import EpisodeTools, install_strict_parsing
 
@@ -215,5 +215,3 @@ def write_jsonl(records: list[dict], path) -> None:
         for r in records:
             f.write(json.dumps(r) + "\n")
 
-
-__all__ = ["DEFAULT_WEIGHTS", "baseline_episodes", "episode_record", "lm_episodes", "summarise", "write_jsonl"]
