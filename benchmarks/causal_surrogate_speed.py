@@ -5,7 +5,7 @@ node, rerun the Koivisto-Sood DP), record. Each repeat plays episodes of random 
 (20 interventions after 5 observational rows) and times the steps alone; we report the median and range over
 repeats, next to the "noop" surrogate (sampling and bookkeeping only), so the surrogate's own share is visible.
 
-    python benchmarks/causal_surrogate_speed.py --repeats 5 --write BENCHMARKS.md
+    python -m benchmarks.causal_surrogate_speed --repeats 5 --write BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ def steps_per_second(kind: str, d: int, episodes: int, seed: int) -> float:
     for e in range(episodes):
         scm = random_scm("er", d, seed * 100 + e)
         env = env_cls()
-        env.reset(**scm_row(scm, seed=e))
+        env.reset(**scm_row(scm, seed=e, budget=20, initial_samples=5))
         calls = [(scm.actionable[int(rng.integers(d - 1))], float(rng.uniform(-3, 3))) for _ in range(20)]
         t0 = time.perf_counter()
         for var, val in calls:
             env.intervene(var, val)
+        env.record  # applies the deferred surrogate updates (training/causal/pending.py): part of the steps' cost
         total += time.perf_counter() - t0
         n += len(calls)
     return n / total
@@ -84,7 +85,7 @@ def main() -> None:
     machine = (f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
                f"Python {platform.python_version()}, numpy {np.__version__}, 1 thread; shared with other jobs")
     lines = [MARK, "## Causal environment: steps per second with the exact surrogate (issue 12)", "",
-             f"Command: `python benchmarks/causal_surrogate_speed.py --repeats {args.repeats} --episodes "
+             f"Command: `python -m benchmarks.causal_surrogate_speed --repeats {args.repeats} --episodes "
              f"{args.episodes} --write BENCHMARKS.md`. Machine: {machine}. A step is one `intervene` call (sample, "
              f"surrogate update, record) on a seeded Erdős–Rényi linear SCM, 20 per episode after 5 observational "
              f"rows; {args.episodes} episodes per repeat; median and range over {args.repeats} repeats. `noop` is "

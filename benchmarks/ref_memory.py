@@ -1,6 +1,6 @@
 """Peak memory of the reference policy: LoRA + reference adapter vs full fine-tuning with a reference model copy.
 
-    cd <repo> && PYTHONPATH=. python benchmarks/ref_memory.py [--steps 3] [--write BENCHMARKS.md]
+    cd <repo> && python -m benchmarks.ref_memory [--steps 3] [--write BENCHMARKS.md]
 
 Each variant trains a few GRPO steps with `StrictGRPOTrainer` (beta > 0, so the KL term reads the reference, and
 `sync_ref_model=True`) on a CPU-sized Qwen3 (hidden 512, 8 layers, the tiny tokenizer's vocabulary), in a fresh
@@ -214,7 +214,7 @@ def main() -> None:
         subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         results.append(json.loads(out.read_text()))
         print(json.dumps(results[-1]), flush=True)
-    command = "PYTHONPATH=. python benchmarks/ref_memory.py " + " ".join(sys.argv[1:])
+    command = "python -m benchmarks.ref_memory " + " ".join(sys.argv[1:])
     section = render(results, args.steps, command.strip())
     print(section)
     if args.write:

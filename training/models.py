@@ -63,6 +63,10 @@ def resolve_model_path(name_or_path: str, seed: int = 0) -> str:
     """
     if name_or_path == TINY_MODEL_NAME:
         return str(tiny_model_cache(seed))
+    if name_or_path == "tiny-qwen3-causal":  # the causal task's tokenizer variant (training/causal/tiny_model.py)
+        from training.causal.tiny_model import resolve_causal_model
+
+        return resolve_causal_model(cache_root(), seed)
     if Path(name_or_path).exists():
         if not Path(name_or_path).is_dir():
             raise MissingPathError(f"model_name_or_path={name_or_path!r} is a file, not a model directory")

@@ -33,8 +33,11 @@ def encode_trace(
     """(input_ids, labels) of one row's reference trace, or with `lazy` of the prompt answered without any tool
     call; labels are -100 outside assistant turns."""
     env = env_factory()
-    env.reset(**row)
+    observation = env.reset(**row)
     tools = environment_tools(env)
+    if isinstance(observation, str):  # as TRL does: reset's text is appended to the prompt's last message
+        row = {**row, "prompt": [*row["prompt"][:-1], {**row["prompt"][-1],
+                                                       "content": row["prompt"][-1]["content"] + observation}]}
     if lazy:
         messages = [*row["prompt"], {"role": "assistant", "content": FINAL_ANSWER}]
     else:

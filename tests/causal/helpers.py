@@ -31,3 +31,59 @@ def intervention_rows(scm: SCM, variable: str, n: int, rng: np.random.Generator)
 def observational_rows(scm: SCM, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     rows = scm.sample(n, rng)
     return rows, np.zeros_like(rows, dtype=bool)
+
+
+def rescaled(scm: SCM, variable: str, factor: float) -> SCM:
+    """The same SCM with `variable` measured in other units, X' = factor * X: its mechanism, noise and range scale
+    by `factor`, and every child reads X' / factor. Interventions at the same position of the (rescaled) range
+    then give the same distribution of every other variable."""
+    import re
+
+    from training.causal.scm import ExpressionMechanism
+
+    name = re.compile(rf"\b{re.escape(variable)}\b")
+    mechanisms = {}
+    for v, m in scm.mechanisms.items():
+        if isinstance(m, LinearMechanism):
+            w = [wt / factor if p == variable else wt for p, wt in zip(m.parents, m.weights)]
+            bias = m.bias
+            if v == variable:
+                w, bias = [wt * factor for wt in w], bias * factor
+            mechanisms[v] = LinearMechanism(m.parents, tuple(w), bias)
+        else:
+            source = name.sub(f"({variable} / {factor!r})", m.source)
+            if v == variable:
+                source = f"{factor!r} * ({source})"
+            mechanisms[v] = ExpressionMechanism(m.parents, source)
+    noise = {v: float(s) * (factor if v == variable else 1.0) for v, s in zip(scm.variables, scm.noise_std)}
+    ranges = {v: (lo * factor, hi * factor) if v == variable else (lo, hi) for v, (lo, hi) in scm.ranges.items()}
+    return SCM(scm.variables, mechanisms, noise, ranges, scm.target, scm.goal, scm.meta)
+
+
+def noisier(scm: SCM, factor: float) -> SCM:
+    """The same SCM with every noise standard deviation multiplied by `factor`."""
+    noise = {v: float(s) * factor for v, s in zip(scm.variables, scm.noise_std)}
+    return SCM(scm.variables, dict(scm.mechanisms), noise, dict(scm.ranges), scm.target, scm.goal, scm.meta)
+
+
+def play(policy, scm: SCM, seed: int, budget: int, n_calls: int | None = None, initial_samples: int = 10):
+    """An episode of `policy(env, rng) -> (tool, args)` for `n_calls` calls (default: the budget), on `scm` with
+    environment seed `seed`; returns the environment (read its `.record`)."""
+    from training.causal.env import CausalEnv
+
+    env = CausalEnv()
+    env.reset(scm_json=scm.to_json(), seed=seed, budget=budget, initial_samples=initial_samples)
+    rng = np.random.default_rng(seed + 1)
+    for _ in range(budget if n_calls is None else n_calls):
+        tool, args = policy(env, rng)
+        getattr(env, tool)(**args)
+    return env
+
+
+def uniform_position_policy(env, rng):
+    """The random baseline without rounding (a uniform non-target variable, a uniform position in its range),
+    so that a rescaled range gives the same positions."""
+    scm = env.scm
+    var = scm.actionable[int(rng.integers(len(scm.actionable)))]
+    lo, hi = scm.ranges[var]
+    return "intervene", {"variable": var, "value": lo + float(rng.random()) * (hi - lo)}

@@ -1,12 +1,14 @@
 """The intervention environment: tools, budget, counted invalid calls, records, reproducibility, configuration."""
 
 import filecmp
+import json
 
 import numpy as np
 import pytest
 
 from tests.causal.helpers import chain5
 from training.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env
+from training.data import load_rows
 from training.envs.prompting import tool_schemas
 from training.envs.tool_names import environment_tool_names
 from training.tasks import causal as causal_task
@@ -28,11 +30,15 @@ def test_only_intervene_and_observe_are_tools_with_typed_schemas():
 def test_reset_summarises_initial_data_and_intervene_reports_every_variable():
     env = CausalEnv()
     text = env.reset(**row())
-    assert text.startswith("4 observational samples:") and text.endswith("Budget: 6 calls.")
-    assert env.surrogate.updates == 1 and len(text.splitlines()) == 6
+    rows = chain5().sample(4, np.random.default_rng(3))  # reset's first draw: the initial observational rows
+    corr = np.corrcoef(rows, rowvar=False)[2]
+    expected = ", ".join(f"X{j} {corr[j]:+.1f}" for j in (0, 1, 3, 4))
+    assert text == f" Budget: 6 calls. 4 samples, correlation with X2: {expected}."
+    assert env.surrogate.updates == 1
     out = env.intervene("X1", 2.0)
     first = out.splitlines()[0].split()
-    assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.00"
+    assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.0"
+    assert out.endswith("(5 calls left)")
     step = env.record.steps[-1]
     assert step.valid and step.expected_target == pytest.approx(-2.4)
     assert step.info_gain == pytest.approx(step.entropy_before - step.entropy_after)
@@ -112,31 +118,41 @@ def test_reset_refuses_rows_it_cannot_run():
         CausalEnv().observe()
 
 
+@pytest.mark.slow
 def test_generator_rewrites_the_shipped_splits_byte_for_byte(tmp_path):
+    """The whole splits (about a minute of CPU: the expert's greedy EIG traces of 256 train rows)."""
     causal_task.write_splits(tmp_path)
     for name in ("train.jsonl", "heldout.jsonl"):
         assert filecmp.cmp(tmp_path / name, causal_task.DATA_DIR / name, shallow=False), name
 
 
+@pytest.mark.parametrize(("split", "start"), [("train", 0), ("train", 203), ("heldout", 29)])
+def test_generator_rewrites_shipped_rows_byte_for_byte(split, start):
+    """A few rows of each split, in the default run (the whole files: the slow test above)."""
+    n, offset = (causal_task.N_TRAIN, 0) if split == "train" else (causal_task.N_HELDOUT,
+                                                                     causal_task.HELDOUT_SEED_OFFSET)
+    stop = min(start + 3, n)
+    rows = causal_task.make_rows(stop, offset, with_expert=split == "train", start=start)
+    with open(causal_task.DATA_DIR / f"{split}.jsonl") as f:
+        shipped = f.read().splitlines()[start:stop]
+    assert [json.dumps(r) for r in rows] == shipped
+
+
 def test_bundled_rows_run_in_the_environment_and_prompt_names_everything():
-    train = load_rows_no_prompt(causal_task.DATA_DIR / "train.jsonl")
-    heldout = load_rows_no_prompt(causal_task.DATA_DIR / "heldout.jsonl")
-    assert len(train) == 64 and len(heldout) == 16
+    train = load_rows(causal_task.DATA_DIR / "train.jsonl")
+    heldout = load_rows(causal_task.DATA_DIR / "heldout.jsonl")
+    assert len(train) == causal_task.N_TRAIN and len(heldout) == causal_task.N_HELDOUT
     assert {r["scm_json"] for r in train}.isdisjoint(r["scm_json"] for r in heldout)
     assert {r["family"] for r in train} == {"chain", "fork", "star", "er"}
     assert 0.1 < np.mean([r["mechanism"] == "nonlinear" for r in train]) < 0.5
+    assert all(len(json.loads(r["reference_calls_json"])) == r["budget"] for r in train)
     for r in heldout:
         env = CausalEnv()
-        env.reset(**r)
+        reset_text = env.reset(**r)
         v = env.scm.actionable[0]
         assert not env.intervene(v, 1.0).startswith("error")
-        text = causal_task.causal_prompt(r)[0]["content"]
-        assert all(x in text for x in env.scm.variables) and f"Target: {r['target']}" in text
-        assert f"Budget: {r['budget']}" in text and "[-3, 3]" in text
-
-
-def load_rows_no_prompt(path):
-    import json
-
-    with open(path) as f:
-        return [json.loads(line) for line in f]
+        text = r["prompt"][0]["content"]
+        assert r["prompt"] == causal_task.causal_prompt(r)
+        assert all(x in text for x in env.scm.variables) and f"Target: {r['target']}." in text
+        assert f"Set one of {', '.join(env.scm.actionable)} at a time" in text and "[-3, 3]" in text
+        assert f"Budget: {r['budget']} calls." in reset_text

@@ -83,13 +83,12 @@ class GreedyEIGPolicy:
         cands = self.candidates(env)
         models = sur.posterior_models(self.n_models, rng)
         eps = rng.standard_normal((self.n_models, sur.d))
-        batches = []
-        for var, val in cands:
-            i = env.scm.index[var]
-            mask = np.zeros((1, sur.d), dtype=bool)
-            mask[0, i] = True
-            for m, model in enumerate(models):
-                batches.append((model.simulate({i: val}, eps[m:m + 1]), mask))
+        index = np.array([env.scm.index[var] for var, _ in cands])
+        values = np.array([val for _, val in cands])
+        rows = np.stack([model.simulate_each(index, values, eps[m]) for m, model in enumerate(models)], axis=1)
+        mask = np.zeros((len(cands), 1, sur.d), dtype=bool)
+        mask[np.arange(len(cands)), 0, index] = True
+        batches = [(rows[c, m][None], mask[c]) for c in range(len(cands)) for m in range(self.n_models)]
         after = sur.what_if_many(batches).reshape(len(cands), self.n_models)
         return cands, sur.entropy() - after.mean(axis=1)
 

@@ -6,7 +6,9 @@ schema read from the type hints and the docstring. So the class has exactly two 
 `observe`; everything else is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (row `budget`, default 20) and updates the surrogate (unless the class is frozen). A call the
+episode budget (row `budget`, default 20) and updates the surrogate (unless the class is frozen). The update is
+deferred until something reads a posterior, so that a generation batch's episodes are updated together
+(`training.causal.pending`); the reply to the model (the sampled rows, one decimal) does not depend on it. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
 variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
 it samples nothing, updates nothing and uses no budget.
@@ -21,16 +23,22 @@ sample would reward luck and make regret negative by chance; the expectation is 
 Rows (`training.tasks.causal`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
 samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
 common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
-sees at reset, default 5).
+sees at reset, default 5). Reset's text (appended by TRL to the prompt) gives the budget and a short summary of the
+initial rows: the sample correlation of the target with every other variable (`data_summary`).
+
+`episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
+`surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
+from training.causal import pending
 from training.causal.metrics import parent_f1
 from training.causal.scm import SCM, InterventionError
 from training.causal.surrogate import ParentPosterior
@@ -59,6 +67,11 @@ class StepRecord:
     target_value: float | None = None  # the sampled target (mean of the rows for observe)
     expected_target: float | None = None  # E[target | do] (interventions only)
     regret: float | None = None  # after this call
+    intervention: tuple[str, float] | None = None  # the checked do(variable = value); None for observe / refused
+    rows: np.ndarray | None = None  # what the call sampled (valid calls)
+    mask: np.ndarray | None = None  # which entries of `rows` were set by the intervention
+    posterior_before: ParentPosterior | None = None  # valid calls, once the surrogate has seen `rows`
+    posterior_after: ParentPosterior | None = None
 
 
 @dataclass
@@ -71,6 +84,7 @@ class EpisodeRecord:
     steps: list[StepRecord] = field(default_factory=list)
     invalid: Counter = field(default_factory=Counter)
     final_posterior: ParentPosterior | None = None
+    initial_posterior: ParentPosterior | None = None  # after reset's observational rows
     surrogate_updates: int = 0
     reset_text: str = ""  # what reset returned (appended to the prompt)
 
@@ -120,7 +134,36 @@ class EpisodeRecord:
 
 
 def format_rows(variables: list[str], rows: np.ndarray) -> str:
-    return "\n".join(" ".join(f"{v}={x:.2f}" for v, x in zip(variables, row)) for row in rows)
+    """One line per row, `X0=1.2 X1=-0.3 ...` (one decimal: the model reads these; the surrogate gets the floats)."""
+    return "\n".join(" ".join(f"{v}={x:.1f}" for v, x in zip(variables, row)) for row in rows)
+
+
+def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
+    """Reset's text: the budget and, over the initial observational rows, the sample correlation of the target
+    with every other variable (`+0.6`; 0 where a column is constant or there are fewer than 2 rows)."""
+    t = scm.index[scm.target]
+    parts = []
+    for v in scm.variables:
+        if v == scm.target:
+            continue
+        r = 0.0
+        if len(rows) >= 2:
+            a, b = rows[:, scm.index[v]], rows[:, t]
+            sa, sb = a.std(), b.std()
+            if sa > 0 and sb > 0:
+                r = float(np.mean((a - a.mean()) * (b - b.mean())) / (sa * sb))
+        parts.append(f"{v} {r:+.1f}")
+    text = f" Budget: {budget} calls."
+    if len(rows):
+        text += f" {len(rows)} samples, correlation with {scm.target}: {', '.join(parts)}."
+    return text
+
+
+@lru_cache(maxsize=1024)
+def scm_from_json(text: str) -> SCM:
+    """The SCM of a row, parsed once per process: its optimum and reward normaliser (nonlinear SCMs: a numerical
+    search of about a second) are cached on the object and shared by every episode on that row. Treat as read-only."""
+    return SCM.from_json(text)
 
 
 def build_surrogate(kind: str, variables: list[str], target: str):
@@ -147,13 +190,33 @@ class CausalEnv:
 
     def __init__(self):
         self.scm: SCM | None = None
-        self.surrogate = None
-        self.record: EpisodeRecord | None = None
+        self._surrogate = None
+        self._record: EpisodeRecord | None = None
         self._rng: np.random.Generator | None = None
+        self._pending: list[StepRecord] = []  # accepted calls whose rows the surrogate has not seen yet
+        self._last_posterior: ParentPosterior | None = None
+        self._last_entropy: float | None = None
+
+    # Reading the record or the surrogate first applies every queued update (of every environment, batched).
+    @property
+    def record(self) -> EpisodeRecord | None:
+        pending.drain()
+        return self._record
+
+    @property
+    def surrogate(self):
+        pending.drain()
+        return self._surrogate
+
+    @property
+    def episode_metrics(self) -> dict[str, float]:
+        """The episode's causal metrics (`causal/*`, `surrogate/updates`), logged by the trainer as batch means. A
+        property, not a method: TRL would offer a public method to the model as a tool."""
+        return self.record.metrics()
 
     def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
               initial_samples: int | None = None, target: str | None = None, **row) -> str:
-        """Start an episode on the row's SCM; returns a short summary of the initial observational data."""
+        """Start an episode on the row's SCM; returns the budget and a short summary of the initial data."""
         if scm_json is None:
             raise EpisodeError(f"causal row needs 'scm_json' (columns: {sorted(['seed', *row])})")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -164,20 +227,21 @@ class CausalEnv:
             raise EpisodeError(f"row 'budget' must be an int >= 1, got {budget!r}")
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
             raise EpisodeError(f"row 'initial_samples' must be an int >= 0, got {initial!r}")
-        self.scm = SCM.from_json(scm_json)
+        self.scm = scm_from_json(scm_json)
         if target is not None and target != self.scm.target:
             raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {self.scm.target!r}")
+        self._pending = []
         self._rng = np.random.default_rng(seed)
-        self.surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
+        self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
         rows = self.scm.sample(initial, self._rng)
         if initial and self.active:
-            self.surrogate.update(rows, np.zeros_like(rows, dtype=bool))
-        self.record = EpisodeRecord(self.scm, budget, self.surrogate.entropy(), self.scm.expected_target(),
-                                    self.scm.optimum().expected)
+            self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
+        self._last_posterior, self._last_entropy = self._surrogate.posterior(), self._surrogate.entropy()
+        self._record = EpisodeRecord(self.scm, budget, self._last_entropy, self.scm.expected_target(),
+                                     self.scm.optimum().expected, initial_posterior=self._last_posterior)
         self._sync_record()
-        head = f"{initial} observational samples:\n{format_rows(self.scm.variables, rows)}\n" if initial else ""
-        self.record.reset_text = f"{head}Budget: {budget} calls."
-        return self.record.reset_text
+        self._record.reset_text = data_summary(self.scm, rows, budget)
+        return self._record.reset_text
 
     # ---- tools ----------------------------------------------------------------------------------------------------
     # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.
@@ -190,7 +254,7 @@ class CausalEnv:
         """
         args = {"variable": variable, "value": value}
         if self._refuse_past_budget("intervene", args):
-            return self.record.steps[-1].outcome
+            return self._record.steps[-1].outcome
         try:
             var, val = self.scm.check_intervention(variable, value)
         except InterventionError as err:
@@ -198,47 +262,53 @@ class CausalEnv:
         rows = self.scm.sample(1, self._rng, {var: val})
         mask = np.zeros_like(rows, dtype=bool)
         mask[:, self.scm.index[var]] = True
-        return self._accept("intervene", args, rows, mask, self.scm.expected_target({var: val}))
+        return self._accept("intervene", args, rows, mask, self.scm.expected_target({var: val}), (var, val))
 
     def observe(self) -> str:
         """Sample all variables without intervening."""
         if self._refuse_past_budget("observe", {}):
-            return self.record.steps[-1].outcome
+            return self._record.steps[-1].outcome
         rows = self.scm.sample(OBSERVE_ROWS, self._rng)
-        return self._accept("observe", {}, rows, np.zeros_like(rows, dtype=bool), None)
+        return self._accept("observe", {}, rows, np.zeros_like(rows, dtype=bool), None, None)
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------------
     def _refuse_past_budget(self, tool: str, args: dict) -> bool:
-        if self.record is None:
+        if self._record is None:
             raise EpisodeError(f"{tool} called before reset")
-        if self.record.used < self.record.budget:
+        if self._record.used < self._record.budget:
             return False
-        self._refuse(tool, args, "budget_exceeded", f"budget of {self.record.budget} calls used up")
+        self._refuse(tool, args, "budget_exceeded", f"budget of {self._record.budget} calls used up")
         return True
 
     def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
-        self.record.invalid[kind] += 1
-        self.record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind))
+        self._record.invalid[kind] += 1
+        self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind))
         return f"error: {message}"
 
-    def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None) -> str:
-        before = self.surrogate.entropy()
-        if self.active:
-            self.surrogate.update(rows, mask)
-        after = self.surrogate.entropy()
-        left = self.record.budget - self.record.used - 1
+    def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
+                intervention: tuple[str, float] | None) -> str:
+        left = self._record.budget - self._record.used - 1
         text = f"{format_rows(self.scm.variables, rows)}\n({left} calls left)"
-        step = StepRecord(tool, args, True, text, entropy_before=before, entropy_after=after,
-                          info_gain=before - after, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
-                          expected_target=expected)
-        self.record.steps.append(step)
-        step.regret = self.record.regret
-        self._sync_record()
+        step = StepRecord(tool, args, True, text, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
+                          expected_target=expected, intervention=intervention, rows=rows, mask=mask)
+        self._record.steps.append(step)
+        step.regret = self._record.regret
+        self._pending.append(step)  # the surrogate sees the rows when anything next reads a posterior (pending.py)
+        pending.enqueue(self)
         return text
 
+    def _settle(self, step: StepRecord) -> None:
+        """Record what the surrogate's update with `step.rows` did (called by `pending.drain`, after the update)."""
+        step.posterior_before = self._last_posterior
+        step.entropy_before = self._last_entropy
+        self._last_posterior = step.posterior_after = self._surrogate.posterior()
+        self._last_entropy = step.entropy_after = self._surrogate.entropy()
+        step.info_gain = step.entropy_before - step.entropy_after
+        self._sync_record()
+
     def _sync_record(self) -> None:
-        self.record.final_posterior = self.surrogate.posterior()
-        self.record.surrogate_updates = self.surrogate.updates
+        self._record.final_posterior = self._last_posterior
+        self._record.surrogate_updates = self._surrogate.updates
 
 
 def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
@@ -250,3 +320,8 @@ def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[Causa
         raise ValueError(f"active: must be a bool, got {active!r}")
     name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
     return type(name, (CausalEnv,), {"surrogate_kind": surrogate, "active": active, "__doc__": CausalEnv.__doc__})
+
+
+# Importable frozen variant, for recipes (`environment_factory: training.causal.env.CausalEnvFrozen`): the old system's
+# failure mode, a surrogate that never learns (its structure and parent rewards are then exactly 0).
+CausalEnvFrozen = make_causal_env("exact", active=False)

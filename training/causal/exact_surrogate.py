@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.causal.scores import NodeStats, check_batch, log_local_scores, merge_rows
+from training.causal.scores import NodeStats, check_batch, log_local_scores, merge_rows, merge_single_rows
 from training.causal.structure_posterior import parent_log_posterior, sample_dags
 from training.causal.subsets import MAX_VARS, members
 from training.causal.surrogate import ParentPosterior, entropy_nats, posterior_from_mask_probs
@@ -36,6 +36,16 @@ class LinearModel:
     centre: list[np.ndarray]
     coef: list[np.ndarray]
     noise_sd: np.ndarray
+
+    def simulate_each(self, variables: np.ndarray, values: np.ndarray, eps: np.ndarray) -> np.ndarray:
+        """Row i under do(X_variables[i] = values[i]) with the shared noise `eps` (d,): (n, d), vectorised over i."""
+        n = len(variables)
+        x = np.zeros((n, len(self.order)))
+        for v in self.order:
+            pa = self.parents[v]
+            free = self.intercept[v] + (x[:, pa] - self.centre[v]) @ self.coef[v] + self.noise_sd[v] * eps[v]
+            x[:, v] = np.where(variables == v, values, free)
+        return x
 
     def simulate(self, do: dict[int, float], eps: np.ndarray) -> np.ndarray:
         """Rows (n, d) under the hard interventions `do` with standard-normal noise `eps` (n, d)."""
@@ -113,11 +123,15 @@ class ExactSurrogate:
         scoring + DP call for all of them."""
         if not batches:
             return np.zeros(0)
-        stats = [merge_rows(self.stats, *check_batch(s, m, self.d)) for s, m in batches]
-        _, log_post = self._score(stats)
-        p = np.exp(log_post)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return -np.where(p > 0, p * log_post, 0.0).sum(axis=1)
+        checked = [check_batch(s, m, self.d) for s, m in batches]
+        if all(len(s) == 1 for s, _ in checked):  # single rows (greedy EIG): one vectorised Welford update
+            count, mean, m2 = merge_single_rows(self.stats, np.concatenate([s for s, _ in checked]),
+                                                np.concatenate([m for _, m in checked]))
+        else:
+            stats = [merge_rows(self.stats, s, m) for s, m in checked]
+            count, mean, m2 = (np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
+        log_post = parent_log_posterior(log_local_scores(count, mean, m2), self.t)[0]
+        return _entropies(log_post)
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
@@ -156,6 +170,13 @@ class ExactSurrogate:
                 sd[v] = np.sqrt(sigma2)
             models.append(LinearModel(order, parents, intercept, centre, coef, sd))
         return models
+
+
+def _entropies(log_post: np.ndarray) -> np.ndarray:
+    """Entropy (nats) of each row of log-probabilities (B, masks); -inf entries count 0."""
+    p = np.exp(log_post)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.where(p > 0, p * log_post, 0.0).sum(axis=1)
 
 
 def _topological(parents: list[list[int]]) -> list[int]:

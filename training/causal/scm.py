@@ -307,6 +307,26 @@ class SCM:
         """Whether expected target value `a` is strictly better than `b` under the goal."""
         return a > b if self.goal == "max" else a < b
 
+    def renamed(self, mapping: Mapping[str, str], order: list[str] | None = None) -> SCM:
+        """The same SCM with variables renamed by `mapping` (every variable; expressions are rewritten name by
+        name), listed in `order` (default: the old order, renamed)."""
+        import re
+
+        if set(mapping) != set(self.variables) or len(set(mapping.values())) != len(mapping):
+            raise SCMError(f"renamed: mapping must rename every variable to a distinct name, got {dict(mapping)}")
+        names = re.compile(r"\b(" + "|".join(sorted(map(re.escape, mapping), key=len, reverse=True)) + r")\b")
+        mechanisms = {}
+        for v, m in self.mechanisms.items():
+            parents = tuple(mapping[p] for p in m.parents)
+            if isinstance(m, LinearMechanism):
+                mechanisms[mapping[v]] = LinearMechanism(parents, m.weights, m.bias)
+            else:
+                mechanisms[mapping[v]] = ExpressionMechanism(parents, names.sub(lambda x: mapping[x.group(1)],
+                                                                                m.source))
+        variables = order or [mapping[v] for v in self.variables]
+        return SCM(variables, mechanisms, {mapping[v]: float(s) for v, s in zip(self.variables, self.noise_std)},
+                   {mapping[v]: r for v, r in self.ranges.items()}, mapping[self.target], self.goal, self.meta)
+
     # ---- serialisation ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {

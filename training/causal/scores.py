@@ -93,6 +93,22 @@ def merge_rows(stats: NodeStats, samples: np.ndarray, intervened: np.ndarray) ->
     return NodeStats(n, np.where(has_b[:, None], mean, stats.mean), np.where(has_b[:, None, None], m2, stats.m2))
 
 
+def merge_single_rows(stats: NodeStats, samples: np.ndarray, intervened: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stacked stats (count (n, d), mean (n, d, d), m2 (n, d, d, d)) of n hypothetical data sets, data set i being
+    `stats` plus the single row samples[i] (with its mask intervened[i]): the one-row Welford update
+    c' = c + 1, mean' = mean + delta / c', M2' = M2 + (c / c') delta delta^T (delta = x - mean) for each node v not
+    intervened in that row; equal to `merge_rows(stats, samples[i:i+1], intervened[i:i+1])`, vectorised over i."""
+    keep = (~intervened).astype(float)  # (n, d_nodes)
+    count = stats.count[None] + keep
+    delta = samples[:, None, :] - stats.mean[None]  # (n, v, d)
+    step = np.where(count > 0, keep / np.where(count > 0, count, 1.0), 0.0)
+    mean = stats.mean[None] + delta * step[..., None]
+    weight = np.where(count > 0, keep * stats.count[None] / np.where(count > 0, count, 1.0), 0.0)
+    m2 = stats.m2[None] + weight[..., None, None] * delta[..., :, None] * delta[..., None, :]
+    return count, mean, m2
+
+
 def correlations(stats_count: np.ndarray, stats_mean: np.ndarray, stats_m2: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """(corr, constant): per node, the correlation matrix of its rows (constant columns zeroed, diagonal 1) and a

@@ -1,0 +1,118 @@
+"""The four reward components, alone: their maths on a chain whose expectations are known in closed form, their
+episode sums, and the TRL reward functions that read them from the environments."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.causal.helpers import chain5
+from training.causal import reward_funcs
+from training.causal.env import CausalEnv
+from training.causal.rewards import (COMPONENTS, Step, balanced_accuracy, episode_rewards, exploration,
+                                     exploration_unit, optimization, parent, step_rewards, structure, target_span)
+from training.causal.surrogate import ParentPosterior
+
+# chain5: X0 -> X1 -> X2 -> X3 -> X4, target X2 = -1.2 X1 + noise, X1 = X0 + noise; ranges [-3, 3].
+# E[X2 | do(X0 = v)] = E[X2 | do(X1 = v)] = -1.2 v; X3, X4 do not move it. Optimum 3.6, worst -3.6, E[X2] = 0.
+SCM = chain5()
+
+
+def posterior(marginals: dict[str, float]) -> ParentPosterior:
+    """A product-of-Bernoullis posterior with the given marginals (enough for the components' maths)."""
+    names = sorted(marginals)
+    sets, probs = [], []
+    for bits in range(1 << len(names)):
+        s = frozenset(n for i, n in enumerate(names) if bits >> i & 1)
+        sets.append(s)
+        probs.append(np.prod([marginals[n] if n in s else 1 - marginals[n] for n in names]))
+    return ParentPosterior(SCM.target, tuple(sets), np.array(probs), dict(marginals))
+
+
+UNIFORM = posterior({v: 0.5 for v in SCM.actionable})
+
+
+def step(intervention, history=(), before=UNIFORM, after=UNIFORM, budget=6):
+    return Step(SCM, before, after, intervention, np.zeros((1, 5)), tuple(history), budget)
+
+
+def test_target_span_is_the_exact_best_and_worst_intervention():
+    assert target_span(SCM) == pytest.approx((3.6, -3.6))
+
+
+def test_optimization_pays_progress_of_the_best_so_far_as_a_share_of_the_span():
+    assert optimization(step(("X1", -3.0))) == pytest.approx(3.6 / 7.2)
+    assert optimization(step(("X0", -1.5))) == pytest.approx(1.8 / 7.2)
+    assert optimization(step(("X1", -3.0), history=[("X0", -1.5)])) == pytest.approx(1.8 / 7.2)
+    assert optimization(step(("X0", -1.5), history=[("X1", -3.0)])) == 0.0  # not better than the best so far
+    assert optimization(step(("X1", 3.0))) == 0.0  # worse than doing nothing
+    assert optimization(step(("X3", 3.0))) == 0.0 and optimization(step(None)) == 0.0
+
+
+def test_structure_is_the_entropy_drop_over_the_largest_entropy():
+    sharp = posterior({"X0": 0.1, "X1": 0.9, "X3": 0.1, "X4": 0.1})
+    drop = UNIFORM.entropy() - sharp.entropy()
+    assert structure(step(("X1", 1.0), after=sharp)) == pytest.approx(drop / (4 * math.log(2)))
+    assert structure(step(("X1", 1.0), before=sharp, after=UNIFORM)) < 0  # unsettled beliefs cost
+    assert UNIFORM.entropy() == pytest.approx(4 * math.log(2))  # so structure <= 1 per episode
+
+
+def test_parent_rewards_balanced_accuracy_so_claiming_every_variable_earns_nothing():
+    truth = posterior({"X0": 0.0, "X1": 1.0, "X3": 0.0, "X4": 0.0})
+    everything = posterior({v: 1.0 for v in SCM.actionable})
+    nothing = posterior({v: 0.0 for v in SCM.actionable})
+    child_as_parent = posterior({"X0": 0.0, "X1": 1.0, "X3": 1.0, "X4": 0.0})
+    assert balanced_accuracy(truth, SCM) == 1.0 and balanced_accuracy(UNIFORM, SCM) == 0.5
+    assert balanced_accuracy(everything, SCM) == 0.5 and balanced_accuracy(nothing, SCM) == 0.5
+    assert balanced_accuracy(child_as_parent, SCM) == pytest.approx(0.5 + 0.5 * 2 / 3)
+    assert parent(step(("X1", 1.0), after=truth)) == pytest.approx(0.5)
+    assert parent(step(("X1", 1.0), after=everything)) == 0.0
+
+
+def test_exploration_pays_new_cells_only_and_is_normalised_by_the_reachable_cells():
+    unit = exploration_unit(SCM, budget=6)
+    assert unit == pytest.approx(1 / 6)  # min(budget 6, 3 thirds x 4 variables + observe = 13)
+    assert exploration_unit(SCM, budget=40) == pytest.approx(1 / 13)
+    assert exploration(step(("X1", 3.0))) == pytest.approx(unit)
+    assert exploration(step(("X1", 2.9), history=[("X1", 3.0)])) == 0.0  # same third of the same variable
+    assert exploration(step(("X1", -3.0), history=[("X1", 3.0)])) == pytest.approx(unit)
+    assert exploration(step(None, history=[None])) == 0.0
+
+
+def episode(calls, budget=4):
+    env = CausalEnv()
+    env.reset(scm_json=SCM.to_json(), seed=1, budget=budget, initial_samples=6)
+    for call in calls:
+        getattr(env, call[0])(*call[1:])
+    return env
+
+
+def test_episode_sums_telescope_and_refused_calls_cost_exploration_only():
+    env = episode([("intervene", "X4", 3.0), ("intervene", "X2", 1.0), ("intervene", "X1", -3.0),
+                   ("observe",), ("intervene", "X9", 1.0), ("intervene", "X0", 3.0), ("intervene", "X0", 3.0)])
+    record = env.record
+    totals, per_step = episode_rewards(record), step_rewards(record)
+    assert [s.valid for s in record.steps] == [True, False, True, True, False, True, False]  # last: past budget
+    unit = exploration_unit(SCM, 4)
+    assert per_step[1] == {"optimization": 0.0, "structure": 0.0, "parent": 0.0, "exploration": -unit}
+    assert totals["optimization"] == pytest.approx((3.6 - 0.0) / 7.2)
+    regret_before = record.optimum - record.initial_expected
+    assert totals["optimization"] == pytest.approx((regret_before - record.regret) / 7.2)  # regret closed / span
+    first, last = record.initial_posterior, record.final_posterior
+    assert totals["structure"] == pytest.approx((first.entropy() - last.entropy()) / (4 * math.log(2)))
+    assert totals["parent"] == pytest.approx(balanced_accuracy(last, SCM) - balanced_accuracy(first, SCM))
+    assert totals["exploration"] == pytest.approx(4 * unit - 3 * unit)
+
+
+def test_trl_reward_functions_have_the_contract_names_and_read_the_environments():
+    envs = [episode([("intervene", "X1", -3.0)]), episode([("intervene", "X3", 1.0), ("observe",)])]
+    funcs = reward_funcs.REWARD_FUNCS
+    assert [f.__name__ for f in funcs] == list(COMPONENTS) == ["optimization", "structure", "parent", "exploration"]
+    for f in funcs:
+        values = f(prompts=[[], []], completions=[[], []], environments=envs)
+        assert values == [episode_rewards(e.record)[f.__name__] for e in envs]
+    assert reward_funcs.optimization(completions=[[], []], environments=envs)[0] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="'structure' reads the episodes from TRL's `environments`"):
+        reward_funcs.structure(completions=[[]])
+    with pytest.raises(ValueError, match="rollout 0's environment"):
+        reward_funcs.parent(completions=[[]], environments=[CausalEnv()])

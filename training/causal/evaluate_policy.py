@@ -1,0 +1,141 @@
+"""Evaluate a causal policy on a split's SCMs: per-episode records to JSONL, a summary to stdout.
+
+    python -m training.causal.evaluate_policy --model RUN_DIR --split heldout --episodes 4 --out RUN_DIR/heldout.jsonl
+    python -m training.causal.evaluate_policy --model WARM_START_DIR --split heldout --episodes 4 --out ws.jsonl
+    python -m training.causal.evaluate_policy --baseline greedy_eig --split heldout --episodes 4 --out greedy.jsonl
+    python -m training.causal.evaluate_policy --model RUN_DIR --frozen --out RUN_DIR/heldout_frozen.jsonl
+
+`--model` is a model directory (the tiny Qwen3, a warm start), a LoRA run's output directory (its adapter is loaded
+on the base named in `adapter_config.json`), or a name `training.models.resolve_model_path` knows; `--adapter`
+names a LoRA adapter explicitly. The sampling settings and length limits come from the recipe (`--recipe`, default
+recipes/causal_cpu.yaml): temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations,
+max_tool_calls_per_episode, chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding
+sampled`, the training temperature, torch seed `--seed`), greedy, or both (the default; records carry `decoding`).
+Episode k of every row uses the same environment seed for every policy (paired; training.causal.evaluation).
+`--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after reset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from training.causal.env import make_causal_env
+from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
+from training.causal.rewards import COMPONENTS
+from training.data import load_rows
+from training.tasks.causal import DATA_DIR
+
+RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 400,
+                   "max_tool_calling_iterations": 7, "max_tool_calls_per_episode": 7,
+                   "chat_template_kwargs": {"enable_thinking": False}, "reward_weights": None}
+
+
+def recipe_settings(path: str | None) -> dict:
+    settings = dict(RECIPE_DEFAULTS)
+    if path:
+        recipe = yaml.safe_load(Path(path).read_text()) or {}
+        settings.update({k: recipe[k] for k in RECIPE_DEFAULTS if k in recipe})
+    return settings
+
+
+def load_policy(model: str, adapter: str | None):
+    """(model, tokenizer, description) for `--model` / `--adapter` (see the module docstring)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.models import resolve_model_path
+
+    path = Path(model)
+    if adapter is None and (path / "adapter_config.json").exists():
+        adapter, base = str(path), json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+    else:
+        base = resolve_model_path(model)
+    tokenizer = AutoTokenizer.from_pretrained(adapter or base)
+    net = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    if adapter is not None:
+        net = PeftModel.from_pretrained(net, adapter).merge_and_unload()
+    return net, tokenizer, {"base": base, "adapter": adapter}
+
+
+def summary_line(name: str, records: list[dict]) -> str:
+    cells = []
+    for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
+        v = np.array([r[key] for r in records])
+        cells.append(f"{v.mean():.3f} ± {v.std():.3f}")
+    return f"| {name} | " + " | ".join(cells) + f" | {len(records)} |"
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description="Evaluate a causal policy (an LM or a baseline) on a split.")
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--model", help="model dir, LoRA run dir, or model name")
+    who.add_argument("--baseline", choices=["random", "greedy_eig", "oracle"])
+    parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
+    parser.add_argument("--split", default="heldout", help="train, heldout, or a JSONL file of causal rows")
+    parser.add_argument("--episodes", type=int, default=4, help="episodes per row (environment seeds 0..K-1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    parser.add_argument("--out", required=True, help="JSONL file of per-episode records")
+    parser.add_argument("--recipe", default="recipes/causal_cpu.yaml", help="sampling settings and limits")
+    parser.add_argument("--decoding", choices=["sampled", "greedy", "both"], default="both")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampled episodes")
+    parser.add_argument("--frozen", action="store_true", help="freeze the surrogate (no update after reset)")
+    parser.add_argument("--label", default=None, help="policy name in the records")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+
+    split = Path(args.split) if args.split.endswith(".jsonl") else DATA_DIR / f"{args.split}.jsonl"
+    rows = load_rows(split)[: args.limit]
+    settings = recipe_settings(args.recipe)
+    weights = None if settings["reward_weights"] is None else dict(zip(COMPONENTS, settings["reward_weights"],
+                                                                     strict=True))
+    env_factory = make_causal_env("exact", active=not args.frozen)
+    started = time.time()
+    if args.baseline:
+        label = args.label or args.baseline
+        if args.frozen:
+            raise SystemExit("error: --frozen applies to LM policies (the baselines read the live surrogate)")
+        runs = [(label, baseline_episodes(args.baseline, rows, args.episodes, weights=weights))]
+    else:
+        from training.warm_start_tools import sampling_chat_template
+
+        model, tokenizer, source = load_policy(args.model, args.adapter)
+        label = args.label or args.model
+        common = dict(episodes=args.episodes, env_factory=env_factory,
+                      chat_template=sampling_chat_template(tokenizer),
+                      template_kwargs=settings["chat_template_kwargs"],
+                      max_completion_length=settings["max_completion_length"],
+                      max_iterations=settings["max_tool_calling_iterations"],
+                      max_tool_calls=settings["max_tool_calls_per_episode"], policy=label, weights=weights)
+        sampling = {"temperature": settings["temperature"], "top_p": settings["top_p"], "top_k": settings["top_k"]}
+        runs = []
+        if args.decoding in ("sampled", "both"):
+            runs.append(("sampled", lm_episodes(model, tokenizer, rows, sampling=sampling, seed=args.seed, **common)))
+        if args.decoding in ("greedy", "both"):
+            runs.append(("greedy", lm_episodes(model, tokenizer, rows, sampling=None, **common)))
+    records = []
+    for decoding, recs in runs:
+        for r in recs:
+            r.update(decoding=decoding if not args.baseline else "policy", surrogate="frozen" if args.frozen else
+                     "active", split=str(split))
+        records.extend(recs)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(records, args.out)
+    print(f"{label}: {len(rows)} rows x {args.episodes} episodes of {split.name}, {time.time() - started:.0f}s; "
+          f"mean ± std over episodes -> {args.out}")
+    print("| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | episodes |")
+    print("| --- | --- | --- | --- | --- | --- | ---: |")
+    for decoding, recs in runs:
+        print(summary_line(label if args.baseline else f"{label} ({decoding})", recs))
+    return records
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,61 @@
+"""Held-out causal metrics of a trainer's current policy, for `training/heldout.py` to call when the environment is
+causal:
+
+    if trainer.environment_factories is not None and is_causal(trainer):   # in HeldoutEvaluation.evaluate
+        from training.causal.heldout import causal_heldout
+        return causal_heldout(trainer)
+
+`causal_heldout` plays `heldout_samples_per_prompt` sampled episodes per held-out row (the training temperature,
+top-p and top-k, torch seed `args.seed`, environment seeds paired across evaluations: training.causal.evaluation)
+and one greedy episode per row, with the trainer's chat template, tools and length limits, and returns the means:
+`heldout/reward` (the weighted reward with the run's own weights, what GRPO optimises), `heldout/regret`,
+`heldout/parent_f1`, `heldout/info_gain`, `heldout/invalid_calls`, `heldout/malformed_calls`, each component
+`heldout/<component>`, and the greedy episodes' `heldout/greedy_reward`, `heldout/greedy_regret`,
+`heldout/greedy_parent_f1`, `heldout/greedy_info_gain`.
+"""
+
+from __future__ import annotations
+
+from training.causal.env import CausalEnv
+from training.causal.evaluation import lm_episodes, summarise
+from training.causal.rewards import COMPONENTS
+from training.distributed import full_weights_for_generation
+
+SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
+GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
+
+
+def is_causal(trainer) -> bool:
+    """Whether the trainer's (single) environment is a `CausalEnv`."""
+    factories = trainer.environment_factories
+    return bool(factories) and None in factories and isinstance(factories[None], type) and issubclass(
+        factories[None], CausalEnv)
+
+
+def run_weights(trainer) -> dict[str, float]:
+    """The run's weight of each causal component (0 for a component the run does not use)."""
+    weights = dict(zip(trainer.reward_func_names, trainer.reward_weights.tolist(), strict=True))
+    return {name: float(weights.get(name, 0.0)) for name in COMPONENTS}
+
+
+def causal_heldout(trainer) -> dict[str, float]:
+    if not is_causal(trainer):
+        raise ValueError(f"causal_heldout needs a CausalEnv environment_factory, got {trainer.environment_factories}")
+    rows = trainer.heldout.rows[: trainer.args.heldout_max_samples]
+    if not rows:
+        raise ValueError("causal_heldout: the trainer has no held-out rows")
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    common = dict(
+        tokenizer=trainer.processing_class, rows=rows, env_factory=trainer.environment_factories[None],
+        chat_template=trainer.chat_template, template_kwargs=trainer.chat_template_kwargs,
+        max_completion_length=trainer.max_completion_length, max_iterations=trainer.max_tool_calling_iterations,
+        max_tool_calls=trainer.args.max_tool_calls_per_episode, weights=run_weights(trainer),
+    )
+    sampling = {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k}
+    with full_weights_for_generation(model, trainer.accelerator):
+        sampled = summarise(lm_episodes(model, **common, sampling=sampling,
+                                        episodes=trainer.args.heldout_samples_per_prompt, seed=trainer.args.seed))
+        greedy = summarise(lm_episodes(model, **common, sampling=None, episodes=1))
+    out = {f"heldout/{k}": sampled[k] for k in SAMPLED_KEYS}
+    out.update({f"heldout/greedy_{k}": greedy[k] for k in GREEDY_KEYS})
+    return out

@@ -1,0 +1,92 @@
+"""Tables of causal evaluation records (training.causal.evaluate_policy's JSONL) across seeds.
+
+    python -m training.causal.results trained=runs/causal/eval/trained_s*.jsonl \\
+        warm_start=runs/causal/eval/warm_start_s*.jsonl random=runs/causal/eval/random.jsonl ...
+
+Each `LABEL=GLOB` is one policy; each file matching GLOB is one training seed (a baseline has one file: it does not
+train). Per file, the mean over its episodes (records with `--decoding`, default sampled; baselines' records are
+all kept) of final regret, parent F1, information gain and weighted reward; per policy, the mean ± std over its
+files and the per-file values. `--versus LABEL` adds, per seed, whether each policy beats LABEL on regret (lower)
+and information gain (higher), with the paired per-episode difference (same SCM and environment seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import re
+
+import numpy as np
+
+METRICS = ("regret", "parent_f1", "info_gain", "reward")
+
+
+def load(path: str, decoding: str) -> list[dict]:
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return [r for r in records if r.get("decoding") in (decoding, "policy")]
+
+
+def seed_of(path: str) -> str:
+    m = re.search(r"s(?:eed)?(\d+)", path.rsplit("/", 1)[-1])
+    return m.group(1) if m else path
+
+
+def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> str:
+    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | per seed (regret / F1 / info gain) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    per_seed: dict[str, dict[str, dict[str, float]]] = {}
+    episodes: dict[str, dict[str, list[dict]]] = {}
+    for label, paths in policies.items():
+        per_seed[label], episodes[label] = {}, {}
+        for p in sorted(paths):
+            recs = load(p, decoding)
+            if not recs:
+                raise ValueError(f"{p}: no records with decoding {decoding!r}")
+            per_seed[label][seed_of(p)] = {m: float(np.mean([r[m] for r in recs])) for m in METRICS}
+            episodes[label][seed_of(p)] = recs
+        means = {m: [v[m] for v in per_seed[label].values()] for m in METRICS}
+        cells = [f"{np.mean(means[m]):.3f} ± {np.std(means[m]):.3f}" for m in METRICS]
+        seeds = "; ".join(f"{v['regret']:.3f} / {v['parent_f1']:.3f} / {v['info_gain']:.3f}"
+                          for v in per_seed[label].values())
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {seeds} |")
+    if versus:
+        lines += ["", f"Against `{versus}`, per seed (paired per-episode difference, mean ± s.e.):", "",
+                  "| policy | seed | regret: lower? (diff) | info gain: higher? (diff) |", "| --- | --- | --- | --- |"]
+        for label in policies:
+            if label == versus:
+                continue
+            for seed, recs in episodes[label].items():
+                ref = episodes[versus].get(seed) or next(iter(episodes[versus].values()))
+                key = {(r["row"], r["episode"]): r for r in ref}
+                pairs = [(r, key[(r["row"], r["episode"])]) for r in recs if (r["row"], r["episode"]) in key]
+                cells = []
+                for m, sign in (("regret", -1), ("info_gain", 1)):
+                    d = np.array([a[m] - b[m] for a, b in pairs])
+                    won = sign * d.mean() > 0
+                    cells.append(f"{'yes' if won else 'NO'} ({d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f})")
+                lines.append(f"| {label} | {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("policies", nargs="+", help="LABEL=GLOB")
+    parser.add_argument("--decoding", default="sampled", choices=["sampled", "greedy"])
+    parser.add_argument("--versus", default=None, help="a LABEL to compare every policy against, seed by seed")
+    args = parser.parse_args(argv)
+    policies = {}
+    for spec in args.policies:
+        label, _, pattern = spec.partition("=")
+        paths = sorted(glob.glob(pattern))
+        if not paths:
+            raise SystemExit(f"error: {spec!r} matches no file")
+        policies[label] = paths
+    text = table(policies, args.decoding, args.versus)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

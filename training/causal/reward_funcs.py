@@ -1,0 +1,43 @@
+"""The causal job's four reward components as TRL reward functions.
+
+Each is called by `GRPOTrainer` once per generation batch with `environments=[...]`, the `CausalEnv` instance of
+every rollout (TRL passes them to every reward function of an `environment_factory` run), and returns one float per
+rollout: that episode's component reward (`training.causal.rewards.episode_rewards`). Their `__name__`s are exactly
+`optimization`, `structure`, `parent`, `exploration`, so TRL logs `rewards/<name>/mean` and `rewards/<name>/std`
+(the metric contract); the recipe weighs them with `reward_weights`, in this order:
+
+    reward_funcs: [training.causal.reward_funcs.optimization, training.causal.reward_funcs.structure,
+                   training.causal.reward_funcs.parent, training.causal.reward_funcs.exploration]
+    reward_weights: [1.0, 0.5, 0.3, 0.1]
+"""
+
+from __future__ import annotations
+
+from training.causal.rewards import COMPONENTS, episode_rewards
+
+
+def _component(name: str):
+    def reward(completions, environments=None, **kwargs) -> list[float]:
+        if environments is None:
+            raise ValueError(f"reward {name!r} reads the episodes from TRL's `environments` kwarg; run it with "
+                             "environment_factory=training.causal.env.CausalEnv (or make_causal_env(...))")
+        if len(environments) != len(completions):
+            raise ValueError(f"reward {name!r}: {len(environments)} environments for {len(completions)} completions")
+        for i, env in enumerate(environments):
+            if not hasattr(env, "record") or env.record is None:
+                raise ValueError(f"reward {name!r}: rollout {i}'s environment {type(env).__name__} has no causal "
+                                 "episode record (reset not called, or not a CausalEnv)")
+        return [episode_rewards(env.record)[name] for env in environments]
+
+    reward.__name__ = reward.__qualname__ = name
+    reward.__doc__ = f"The episode's `{name}` component (training.causal.rewards), one float per rollout."
+    return reward
+
+
+optimization = _component("optimization")
+structure = _component("structure")
+parent = _component("parent")
+exploration = _component("exploration")
+
+REWARD_FUNCS = [optimization, structure, parent, exploration]
+assert tuple(f.__name__ for f in REWARD_FUNCS) == COMPONENTS
