@@ -10,7 +10,9 @@ out of `heldout/reward`, which is not logged at all when no episode could be sco
 
 Every evaluation writes its sampled episodes to `output_dir/heldout/step-NNNNNN/eval.jsonl` (+ `eval_summary.json`;
 greedy ones to `eval_greedy.jsonl`); `write_final` copies the last one to `output_dir/eval.jsonl`, which
-`python -m training.compare` reads (training/episodes.py).
+`python -m training.compare` reads (training/episodes.py). A causal environment (`CausalEnv`) is evaluated by
+training.causal.heldout instead: regret, parent F1 and information gain beside the reward, its episode records in
+`causal_eval.jsonl` (step directories and output_dir), which `python -m training.causal.results` reads.
 """
 
 from __future__ import annotations
@@ -28,6 +30,25 @@ from training.jsonsafe import dumps_strict
 logger = logging.getLogger(__name__)
 
 GREEDY_FILE = "eval_greedy.jsonl"
+CAUSAL_FILE = "causal_eval.jsonl"  # a causal environment's episode records (`python -m training.causal.results`)
+
+
+def _is_causal(trainer) -> bool:
+    from training.causal.heldout import is_causal  # the causal stack loads only for causal runs
+
+    return is_causal(trainer)
+
+
+def causal_heldout(trainer, rows, seed):
+    from training.causal.heldout import causal_heldout as evaluate
+
+    return evaluate(trainer, rows, seed)
+
+
+def write_jsonl(records: list[dict], path: Path) -> None:
+    from training.causal.evaluation import write_jsonl as write
+
+    write(records, path)
 
 
 def step_dir(output_dir: str | Path, step: int) -> Path:
@@ -48,6 +69,7 @@ class HeldoutEvaluation:
         self.rows = rows
         self.history: list[dict] = []
         self.last: dict | None = None  # the latest evaluation's episodes and settings, for `write_final`
+        self.last_causal: list[dict] | None = None  # the same for a causal environment (training.causal.heldout)
 
     @property
     def seed(self) -> int:
@@ -57,6 +79,13 @@ class HeldoutEvaluation:
 
     def evaluate(self) -> dict[str, float]:
         trainer = self.trainer
+        if trainer.environment_factories is not None and _is_causal(trainer):
+            values, self.last_causal = causal_heldout(trainer, self.rows, self.seed)
+            if trainer.accelerator.is_main_process:
+                out_dir = step_dir(trainer.args.output_dir, trainer.state.global_step)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                write_jsonl(self.last_causal, out_dir / CAUSAL_FILE)
+            return values
         if trainer.environment_factories is not None:
             values, sampled, greedy = self._environment_success()
         else:
@@ -175,8 +204,13 @@ class HeldoutEvaluation:
     def write_final(self, output_dir: str | Path | None = None) -> Path | None:
         """Copy the latest evaluation's episodes to `output_dir/eval.jsonl` (+ summary, greedy file); main process
         only. Returns the path written, or None when there was nothing to write."""
-        if self.last is None or not self.trainer.accelerator.is_main_process:
+        if not self.trainer.accelerator.is_main_process:
             return None
         out_dir = Path(output_dir or self.trainer.args.output_dir)
+        if self.last_causal is not None:
+            write_jsonl(self.last_causal, out_dir / CAUSAL_FILE)
+            return out_dir / CAUSAL_FILE
+        if self.last is None:
+            return None
         self._write_into(out_dir)
         return out_dir / "eval.jsonl"

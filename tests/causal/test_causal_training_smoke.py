@@ -1,6 +1,7 @@
 """One real GRPO step on the causal environment (TRL's sampler, multi-turn tools, the four reward functions): the
 causal metrics and the per-component rewards reach `metrics.jsonl`; causal rows can be forced (FORCE_RATE) from
-their expert trace; the held-out hook returns the causal held-out metrics."""
+their expert trace; the held-out evaluation returns the causal held-out
+metrics and writes the episodes' records."""
 
 import math
 
@@ -43,7 +44,12 @@ def test_a_causal_training_step_logs_every_causal_metric(causal_model_dir, tmp_p
     assert all(math.isfinite(log[name]) for name in CAUSAL_METRICS)
     assert log["forced/assist_fraction"] > 0 and log["forced/rl_fraction"] == 0.0
     assert log["surrogate/updates"] > 1.0  # the initial rows, then at least the forced calls' rows
-    held = causal_heldout(trainer)
+    held, records = causal_heldout(trainer)
+    assert len(records) == 2 * (1 + 1)  # 2 rows: 1 sampled + 1 greedy episode each
     assert {"heldout/reward", "heldout/regret", "heldout/parent_f1", "heldout/info_gain",
             "heldout/greedy_reward"} <= set(held)
     assert all(math.isfinite(v) for v in held.values())
+    through_trainer = trainer.evaluate_heldout()  # training/heldout.py hands a causal environment to causal_heldout
+    assert through_trainer["heldout/regret"] == held["heldout/regret"]  # same paired episodes, same seed
+    written = (tmp_path / "heldout" / "step-000001" / "causal_eval.jsonl").read_text().splitlines()
+    assert len(written) == len(records)

@@ -1,17 +1,15 @@
-"""Held-out causal metrics of a trainer's current policy, for `training/heldout.py` to call when the environment is
-causal:
-
-    if trainer.environment_factories is not None and is_causal(trainer):   # in HeldoutEvaluation.evaluate
-        from training.causal.heldout import causal_heldout
-        return causal_heldout(trainer)
+"""Held-out causal metrics of a trainer's current policy; `training/heldout.py` calls `causal_heldout` when the
+trainer's environment is a `CausalEnv` (`is_causal`), at the same points as every held-out evaluation (before and
+after training, every `heldout_eval_steps`).
 
 `causal_heldout` plays `heldout_samples_per_prompt` sampled episodes per held-out row (the training temperature,
-top-p and top-k, torch seed `args.seed`, environment seeds paired across evaluations: training.causal.evaluation)
-and one greedy episode per row, with the trainer's chat template, tools and length limits, and returns the means:
-`heldout/reward` (the weighted reward with the run's own weights, what GRPO optimises), `heldout/regret`,
-`heldout/parent_f1`, `heldout/info_gain`, `heldout/invalid_calls`, `heldout/malformed_calls`, each component
-`heldout/<component>`, and the greedy episodes' `heldout/greedy_reward`, `heldout/greedy_regret`,
-`heldout/greedy_parent_f1`, `heldout/greedy_info_gain`.
+top-p and top-k, torch seed `seed`, environment seeds paired across evaluations and policies:
+training.causal.evaluation) and one greedy episode per row, with the trainer's chat template, tools and length
+limits. It returns the means, `heldout/reward` (the weighted reward with the run's own weights, what GRPO optimises),
+`heldout/regret`, `heldout/parent_f1`, `heldout/info_gain`, `heldout/invalid_calls`, `heldout/malformed_calls`, each
+component `heldout/<component>`, and the greedy episodes' `heldout/greedy_reward`, `heldout/greedy_regret`,
+`heldout/greedy_parent_f1`, `heldout/greedy_info_gain`; and the episodes' records (`decoding` sampled or greedy), the
+format `python -m training.causal.results` reads.
 """
 
 from __future__ import annotations
@@ -38,10 +36,12 @@ def run_weights(trainer) -> dict[str, float]:
     return {name: float(weights.get(name, 0.0)) for name in COMPONENTS}
 
 
-def causal_heldout(trainer) -> dict[str, float]:
+def causal_heldout(trainer, rows: list[dict] | None = None, seed: int | None = None) -> tuple[dict[str, float], list[dict]]:
+    """The held-out means and the episodes' records, on `rows` (default: the trainer's held-out rows) from torch
+    seed `seed` (default: the training seed)."""
     if not is_causal(trainer):
         raise ValueError(f"causal_heldout needs a CausalEnv environment_factory, got {trainer.environment_factories}")
-    rows = trainer.heldout.rows[: trainer.args.heldout_max_samples]
+    rows = (trainer.heldout.rows if rows is None else rows)[: trainer.args.heldout_max_samples]
     if not rows:
         raise ValueError("causal_heldout: the trainer has no held-out rows")
     model = trainer.accelerator.unwrap_model(trainer.model)
@@ -49,13 +49,14 @@ def causal_heldout(trainer) -> dict[str, float]:
         tokenizer=trainer.processing_class, rows=rows, env_factory=trainer.environment_factories[None],
         chat_template=trainer.chat_template, template_kwargs=trainer.chat_template_kwargs,
         max_completion_length=trainer.max_completion_length, max_iterations=trainer.max_tool_calling_iterations,
-        max_tool_calls=trainer.args.max_tool_calls_per_episode, weights=run_weights(trainer),
+        max_tool_calls=trainer.args.max_tool_calls_per_episode, weights=run_weights(trainer), policy="trained",
     )
     sampling = {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k}
     with full_weights_for_generation(model, trainer.accelerator):
-        sampled = summarise(lm_episodes(model, **common, sampling=sampling,
-                                        episodes=trainer.args.heldout_samples_per_prompt, seed=trainer.args.seed))
-        greedy = summarise(lm_episodes(model, **common, sampling=None, episodes=1))
-    out = {f"heldout/{k}": sampled[k] for k in SAMPLED_KEYS}
-    out.update({f"heldout/greedy_{k}": greedy[k] for k in GREEDY_KEYS})
-    return out
+        sampled = lm_episodes(model, **common, sampling=sampling, episodes=trainer.args.heldout_samples_per_prompt,
+                              seed=trainer.args.seed if seed is None else seed)
+        greedy = lm_episodes(model, **common, sampling=None, episodes=1)
+    values = {f"heldout/{k}": v for k, v in summarise(sampled).items() if k in SAMPLED_KEYS}
+    values.update({f"heldout/greedy_{k}": v for k, v in summarise(greedy).items() if k in GREEDY_KEYS})
+    records = [{**r, "decoding": "sampled"} for r in sampled] + [{**r, "decoding": "greedy"} for r in greedy]
+    return values, records

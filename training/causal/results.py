@@ -7,7 +7,10 @@ Each `LABEL=GLOB` is one policy; each file matching GLOB is one training seed (a
 train). Per file, the mean over its episodes (records with `--decoding`, default sampled; baselines' records are
 all kept) of final regret, parent F1, information gain and weighted reward; per policy, the mean ± std over its
 files and the per-file values. `--versus LABEL` adds, per seed, whether each policy beats LABEL on regret (lower)
-and information gain (higher), with the paired per-episode difference (same SCM and environment seed).
+and information gain (higher), with the paired per-episode difference (same SCM and environment seed), and a test
+per policy and metric of whether the difference is real: per episode (row, episode: the same SCM and environment
+seed for every policy) the difference averaged over the seeds, then `training.stats.compare_paired` (paired t, or
+Wilcoxon when the differences are far from normal) with Cohen's d_z, Holm-adjusted over every test in the table.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import json
 import re
 
 import numpy as np
+
+from training.stats import compare_paired, holm
 
 METRICS = ("regret", "parent_f1", "info_gain", "reward")
 
@@ -30,7 +35,7 @@ def load(path: str, decoding: str) -> list[dict]:
 
 def seed_of(path: str) -> str:
     m = re.search(r"s(?:eed)?(\d+)", path.rsplit("/", 1)[-1])
-    return m.group(1) if m else path
+    return m.group(1) if m else "-"  # a baseline: one file, no training seed
 
 
 def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> str:
@@ -67,7 +72,43 @@ def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> 
                     won = sign * d.mean() > 0
                     cells.append(f"{'yes' if won else 'NO'} ({d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f})")
                 lines.append(f"| {label} | {seed} | " + " | ".join(cells) + " |")
+        lines += ["", *significance(episodes, versus)]
     return "\n".join(lines)
+
+
+def seed_averaged(episodes: dict[str, list[dict]], metric: str) -> dict[tuple[int, int], float]:
+    """Per episode (row, episode), the metric averaged over the seeds (files) that played it."""
+    values: dict[tuple[int, int], list[float]] = {}
+    for recs in episodes.values():
+        for r in recs:
+            values.setdefault((r["row"], r["episode"]), []).append(float(r[metric]))
+    return {k: float(np.mean(v)) for k, v in values.items()}
+
+
+def significance(episodes: dict[str, dict[str, list[dict]]], versus: str) -> list[str]:
+    """Paired tests of every policy against `versus` on regret, parent F1 and information gain, Holm-adjusted."""
+    rows = []
+    for label in episodes:
+        if label == versus:
+            continue
+        for metric in ("regret", "parent_f1", "info_gain"):
+            a, b = seed_averaged(episodes[label], metric), seed_averaged(episodes[versus], metric)
+            common = sorted(set(a) & set(b))
+            if len(common) < 3:
+                raise ValueError(f"{label} and {versus} share {len(common)} episodes: too few to compare")
+            rows.append((label, metric, compare_paired([a[k] for k in common], [b[k] for k in common])))
+    if not rows:
+        return []
+    _, adjusted = holm([c.p for _, _, c in rows])
+    lines = [f"Is the difference from `{versus}` real? Per episode, the seed-averaged difference; Holm over "
+             f"{len(rows)} tests:", "",
+             "| policy | metric | mean diff | test | p | p (Holm) | d_z | episodes |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for (label, metric, c), p_holm in zip(rows, adjusted, strict=True):
+        d_z = "n/a" if c.d_z is None else f"{c.d_z:+.2f}"
+        lines.append(f"| {label} | {metric} | {c.mean_diff:+.3f} | {c.test} | {c.p:.2g} | {p_holm:.2g} | {d_z} | "
+                     f"{c.n} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> str:
