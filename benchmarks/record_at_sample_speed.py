@@ -88,11 +88,13 @@ def measure(model_dir: str, pairs: int, steps: int, rows: list[dict]) -> dict:
     }  # fmt: skip
 
 
-def write_section(path: Path, text: str) -> None:
+def write_section(path: Path, text: str, marker: str = MARKER) -> None:
+    """Replace the section between the two `marker` lines of `path` by `text` (which carries the markers), or append
+    it."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARKER in old:
-        start = old.index(MARKER)
-        end = old.index(MARKER, start + len(MARKER)) + len(MARKER)
+    if marker in old:
+        start = old.index(marker)
+        end = old.index(marker, start + len(marker)) + len(marker)
         new = old[:start] + text + old[end:]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"

@@ -137,7 +137,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        write_section(args.write, text)
+        write_section(args.write, text, MARKER)
 
 
 if __name__ == "__main__":

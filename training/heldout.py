@@ -33,24 +33,6 @@ GREEDY_FILE = "eval_greedy.jsonl"
 CAUSAL_FILE = "causal_eval.jsonl"  # a causal environment's episode records (`python -m training.causal.results`)
 
 
-def _is_causal(trainer) -> bool:
-    from training.causal.heldout import is_causal  # the causal stack loads only for causal runs
-
-    return is_causal(trainer)
-
-
-def causal_heldout(trainer, rows, seed):
-    from training.causal.heldout import causal_heldout as evaluate
-
-    return evaluate(trainer, rows, seed)
-
-
-def write_jsonl(records: list[dict], path: Path) -> None:
-    from training.causal.evaluation import write_jsonl as write
-
-    write(records, path)
-
-
 def step_dir(output_dir: str | Path, step: int) -> Path:
     """Where the evaluation at optimizer step `step` writes its episodes."""
     return Path(output_dir) / "heldout" / f"step-{step:06d}"
@@ -79,13 +61,13 @@ class HeldoutEvaluation:
 
     def evaluate(self) -> dict[str, float]:
         trainer = self.trainer
-        if trainer.environment_factories is not None and _is_causal(trainer):
-            values, self.last_causal = causal_heldout(trainer, self.rows, self.seed)
-            if trainer.accelerator.is_main_process:
-                out_dir = step_dir(trainer.args.output_dir, trainer.state.global_step)
-                out_dir.mkdir(parents=True, exist_ok=True)
-                write_jsonl(self.last_causal, out_dir / CAUSAL_FILE)
-            return values
+        if trainer.environment_factories is not None:
+            from training.causal import heldout as causal  # imported by environment runs only
+
+            if causal.is_causal(trainer):
+                values, self.last_causal = causal.causal_heldout(trainer, self.rows, self.seed)
+                self._write_causal(step_dir(trainer.args.output_dir, trainer.state.global_step))
+                return values
         if trainer.environment_factories is not None:
             values, sampled, greedy = self._environment_success()
         else:
@@ -201,6 +183,15 @@ class HeldoutEvaluation:
             for episode in self.last["greedy"]:
                 f.write(dumps_strict(episode.as_json()) + "\n")
 
+    def _write_causal(self, out_dir: Path) -> Path | None:
+        if not self.trainer.accelerator.is_main_process:
+            return None
+        from training.causal.evaluation import write_jsonl
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_jsonl(self.last_causal, out_dir / CAUSAL_FILE)
+        return out_dir / CAUSAL_FILE
+
     def write_final(self, output_dir: str | Path | None = None) -> Path | None:
         """Copy the latest evaluation's episodes to `output_dir/eval.jsonl` (+ summary, greedy file); main process
         only. Returns the path written, or None when there was nothing to write."""
@@ -208,8 +199,7 @@ class HeldoutEvaluation:
             return None
         out_dir = Path(output_dir or self.trainer.args.output_dir)
         if self.last_causal is not None:
-            write_jsonl(self.last_causal, out_dir / CAUSAL_FILE)
-            return out_dir / CAUSAL_FILE
+            return self._write_causal(out_dir)
         if self.last is None:
             return None
         self._write_into(out_dir)
