@@ -209,7 +209,7 @@ def main() -> None:
     for variant in VARIANTS:
         out = cache / "bench" / f"ref_memory_{variant}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, __file__, "--variant", variant, "--model-dir", str(model_dir)]
+        cmd = [sys.executable, "-m", "benchmarks.ref_memory", "--variant", variant, "--model-dir", str(model_dir)]
         cmd += ["--steps", str(args.steps), "--json-out", str(out)]
         subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         results.append(json.loads(out.read_text()))
