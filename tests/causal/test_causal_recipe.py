@@ -37,8 +37,12 @@ def test_causal_recipe_finishes_in_time_and_improves_heldout_regret_and_informat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("component", "metric", "better"), [("optimization", "regret", np.less),
-                                                             ("structure", "info_gain", np.greater)])
+@pytest.mark.parametrize(("component", "metric", "better"), [
+    pytest.param("optimization", "regret", np.less, marks=pytest.mark.xfail(strict=True, reason=(
+        "measured: optimization alone does not lower held-out regret (seed 0: 0.904 -> 0.971 after 25 steps, "
+        "-> 1.030 after 60); docs/causal.md, Ablations"))),
+    ("structure", "info_gain", np.greater),
+])
 def test_one_component_alone_moves_its_own_metric(tmp_path, component, metric, better):
     weights = {"optimization": "1.0 0 0 0", "structure": "0 1.0 0 0"}[component].split()
     out = tmp_path / component
