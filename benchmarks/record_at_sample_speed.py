@@ -50,42 +50,67 @@ def larger_model_dir(tiny_dir: str) -> str:
     return str(out)
 
 
-def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> float:
-    common = dict(
+def bench_args(variant: str, steps: int) -> dict:
+    """The benchmark recipe's GRPO arguments (shared with benchmarks/strict_stack_cost.py)."""
+    return dict(
         output_dir=tempfile.mkdtemp(prefix=f"bench_{variant}_"), use_cpu=True, bf16=False,
         gradient_checkpointing=False, seed=0, max_steps=steps, learning_rate=1e-3, per_device_train_batch_size=16,
         num_generations=4, max_completion_length=16, num_iterations=2, logging_steps=1, save_strategy="no",
         report_to="none", beta=0.0, chat_template_kwargs={"enable_thinking": False},
     )  # fmt: skip
-    lora = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def bench_lora() -> LoraConfig:
+    return LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def mean_step_time(trainer) -> float:
+    """Train, then the mean `step_time` over the generation batches after the first. A generation batch spans
+    num_iterations=2 steps (the first pays generation and, in TRL, the recompute), so whole batches count both
+    kinds of step."""
+    trainer.train()
+    return statistics.mean([h["step_time"] for h in trainer.state.log_history if "step_time" in h][2:])
+
+
+def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> float:
+    common = bench_args(variant, steps)
     dataset = Dataset.from_list(rows)
     if variant == "strict":
         trainer = StrictGRPOTrainer(model=model_dir, reward_funcs=[length_reward], train_dataset=dataset,
-                                    args=StrictGRPOConfig(**common, strict_health=False), peft_config=lora,
+                                    args=StrictGRPOConfig(**common, strict_health=False), peft_config=bench_lora(),
                                     flags=read_flags({"PPO_RECORD_AT_SAMPLE": "1"}))  # fmt: skip
     else:
         trainer = GRPOTrainer(model=model_dir, reward_funcs=[length_reward], train_dataset=dataset,
-                              args=GRPOConfig(**common), peft_config=lora)  # fmt: skip
-    trainer.train()
-    # A generation batch spans num_iterations=2 steps (the first pays generation and, in TRL, the recompute);
-    # the mean over whole generation batches after the first one counts both kinds of step.
-    times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h][2:]
-    return statistics.mean(times)
+                              args=GRPOConfig(**common), peft_config=bench_lora())  # fmt: skip
+    return mean_step_time(trainer)
 
 
-def measure(model_dir: str, pairs: int, steps: int, rows: list[dict]) -> dict:
-    ratios, strict_times, trl_times = [], [], []
+def measure_pairs(run, variants: tuple[str, str], pairs: int) -> dict:
+    """`run(variant)` -> seconds per step, for both variants per pair, alternating which goes first. Returns the
+    median, min and max of variants[0] / variants[1] over pairs and each variant's median time (`<variant>_s`)."""
+    first, second = variants
+    ratios, times = [], {first: [], second: []}
     for pair in range(pairs):
-        order = ("strict", "trl") if pair % 2 == 0 else ("trl", "strict")
-        result = {variant: run_variant(variant, model_dir, steps, rows) for variant in order}
-        strict_times.append(result["strict"])
-        trl_times.append(result["trl"])
-        ratios.append(result["strict"] / result["trl"])
-        print(f"  pair {pair}: strict {result['strict']:.3f}s  trl {result['trl']:.3f}s  ratio {ratios[-1]:.3f}")
-    return {
-        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-        "strict_median_s": statistics.median(strict_times), "trl_median_s": statistics.median(trl_times),
-    }  # fmt: skip
+        order = variants if pair % 2 == 0 else variants[::-1]
+        result = {variant: run(variant) for variant in order}
+        for variant in variants:
+            times[variant].append(result[variant])
+        ratios.append(result[first] / result[second])
+        print(f"  pair {pair}: {first} {result[first]:.3f}s  {second} {result[second]:.3f}s  ratio {ratios[-1]:.3f}")
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            **{f"{variant}_s": statistics.median(times[variant]) for variant in variants}}
+
+
+def bench_models(keys: list[str]) -> list[tuple[str, str]]:
+    """(table label with the parameter count, model directory) for `tiny` and `larger`."""
+    tiny = resolve_model_path("tiny-qwen3")
+    dirs = {"tiny": ("tiny Qwen3", tiny), "larger": ("Qwen3 512x8, CPU-sized", larger_model_dir(tiny))}
+    out = []
+    for key in keys:
+        label, model_dir = dirs[key]
+        params = sum(p.numel() for p in Qwen3ForCausalLM.from_pretrained(model_dir).parameters())
+        out.append((f"{label} ({params / 1e6:.1f}M params)", model_dir))
+    return out
 
 
 def write_section(path: Path, text: str, marker: str = MARKER) -> None:
@@ -109,13 +134,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     rows = load_rows(TASK_TRAIN)[:256]
-    tiny = resolve_model_path("tiny-qwen3")
     results = {}
-    for label, model_dir in (("tiny Qwen3", tiny), ("Qwen3 512x8, CPU-sized", larger_model_dir(tiny))):
-        params = sum(p.numel() for p in Qwen3ForCausalLM.from_pretrained(model_dir).parameters())
-        name = f"{label} ({params / 1e6:.1f}M params)"
+    for name, model_dir in bench_models(["tiny", "larger"]):
         print(name)
-        results[name] = measure(model_dir, args.pairs, args.steps, rows)
+        results[name] = measure_pairs(lambda v, d=model_dir: run_variant(v, d, args.steps, rows), ("strict", "trl"),
+                                      args.pairs)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
     lines = [
         MARKER,
@@ -133,8 +156,7 @@ def main() -> None:
     ]
     for name, r in results.items():
         lines.append(
-            f"| {name} | {r['ratio_median']:.3f} | {r['ratio_min']:.3f} - {r['ratio_max']:.3f} | "
-            f"{r['strict_median_s']:.3f} | {r['trl_median_s']:.3f} |"
+            f"| {name} | {r['median']:.3f} | {r['min']:.3f} - {r['max']:.3f} | {r['strict_s']:.3f} | {r['trl_s']:.3f} |"
         )
     lines += ["", MARKER]
     text = "\n".join(lines)

@@ -19,16 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import tempfile
 from pathlib import Path
 
 import torch
 from datasets import Dataset
-from peft import LoraConfig
-from transformers import Qwen3ForCausalLM
 
-from benchmarks.record_at_sample_speed import larger_model_dir, write_section
+from benchmarks.record_at_sample_speed import (bench_args, bench_lora, bench_models, mean_step_time, measure_pairs,
+                                               write_section)
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
 from training.callbacks import MetricsJsonlCallback
 from training.config import StrictGRPOConfig
@@ -36,7 +33,6 @@ from training.data import load_rows
 from training.features.value_head import final_norm
 from training.flags import read_flags
 from training.health import HealthMonitorCallback
-from training.models import resolve_model_path
 from training.trainer import StrictGRPOTrainer
 
 MARKER = "<!-- strict_stack_cost -->"
@@ -66,36 +62,14 @@ def add_zero_beta_reference_and_hook(trainer: StrictGRPOTrainer) -> None:
 
 
 def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> float:
-    args = StrictGRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix=f"bench_{variant}_"), use_cpu=True, bf16=False,
-        gradient_checkpointing=False, seed=0, max_steps=steps, learning_rate=1e-3, per_device_train_batch_size=16,
-        num_generations=4, max_completion_length=16, num_iterations=2, logging_steps=1, save_strategy="no",
-        report_to="none", beta=0.0, chat_template_kwargs={"enable_thinking": False}, strict_health=False,
-    )  # fmt: skip
-    lora = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
+    args = StrictGRPOConfig(**bench_args(variant, steps), strict_health=False)
     trainer = StrictGRPOTrainer(model=model_dir, reward_funcs=[length_reward], train_dataset=Dataset.from_list(rows),
-                                args=args, peft_config=lora, flags=read_flags({"PPO_RECORD_AT_SAMPLE": "1"}))
+                                args=args, peft_config=bench_lora(), flags=read_flags({"PPO_RECORD_AT_SAMPLE": "1"}))
     if variant == "record-only":
         strip_to_record_at_sample(trainer)
     else:
         add_zero_beta_reference_and_hook(trainer)
-    trainer.train()
-    times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h][2:]
-    return statistics.mean(times)
-
-
-def measure(model_dir: str, pairs: int, steps: int, rows: list[dict]) -> dict:
-    ratios, full_times, base_times = [], [], []
-    for pair in range(pairs):
-        order = ("full", "record-only") if pair % 2 == 0 else ("record-only", "full")
-        result = {variant: run_variant(variant, model_dir, steps, rows) for variant in order}
-        full_times.append(result["full"])
-        base_times.append(result["record-only"])
-        ratios.append(result["full"] / result["record-only"])
-        print(f"  pair {pair}: full {result['full']:.3f}s  record-only {result['record-only']:.3f}s  "
-              f"ratio {ratios[-1]:.3f}")
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-            "full_s": statistics.median(full_times), "base_s": statistics.median(base_times)}
+    return mean_step_time(trainer)
 
 
 def main() -> None:
@@ -107,15 +81,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     rows = load_rows(TASK_TRAIN)[:256]
-    tiny = resolve_model_path("tiny-qwen3")
-    dirs = {"tiny": ("tiny Qwen3", tiny), "larger": ("Qwen3 512x8, CPU-sized", larger_model_dir(tiny))}
     results = {}
-    for key in args.models.split(","):
-        label, model_dir = dirs[key]
-        params = sum(p.numel() for p in Qwen3ForCausalLM.from_pretrained(model_dir).parameters())
-        name = f"{label} ({params / 1e6:.1f}M params)"
+    for name, model_dir in bench_models(args.models.split(",")):
         print(name)
-        results[name] = measure(model_dir, args.pairs, args.steps, rows)
+        results[name] = measure_pairs(lambda v, d=model_dir: run_variant(v, d, args.steps, rows),
+                                      ("full", "record-only"), args.pairs)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
     lines = [
         MARKER,
@@ -132,7 +102,7 @@ def main() -> None:
     ]
     for name, r in results.items():
         lines.append(f"| {name} | {r['median']:.3f} | {r['min']:.3f} - {r['max']:.3f} | {r['full_s']:.3f} | "
-                     f"{r['base_s']:.3f} |")
+                     f"{r['record-only_s']:.3f} |")
     lines += ["", MARKER]
     text = "\n".join(lines)
     print(text)
