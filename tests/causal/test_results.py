@@ -1,0 +1,49 @@
+"""`training.causal.results`: tables across seeds and the paired, Holm-corrected test of each difference."""
+
+import json
+
+import numpy as np
+
+from training.causal.results import seed_averaged, significance, table
+
+
+def records(shift: float, seed: int, n: int = 40) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=n)  # the same episodes (row, episode) for every policy: paired
+    return [{"row": i // 2, "episode": i % 2, "decoding": "sampled", "regret": 1.0 + 0.1 * base[i] - shift,
+             "parent_f1": 0.5 + shift + 0.01 * rng.normal(), "info_gain": 0.3 + shift + 0.01 * rng.normal(),
+             "reward": 0.4 + shift} for i in range(n)]
+
+
+def write(path, recs):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return str(path)
+
+
+def test_seed_averaged_means_each_episode_over_the_seeds():
+    by_seed = {"0": [{"row": 0, "episode": 1, "regret": 1.0}], "1": [{"row": 0, "episode": 1, "regret": 3.0}]}
+    assert seed_averaged(by_seed, "regret") == {(0, 1): 2.0}
+
+
+def test_a_better_policy_is_significant_after_holm_and_an_equal_one_is_not():
+    episodes = {
+        "better": {"0": records(0.3, 0), "1": records(0.3, 1)},
+        "same": {"0": records(0.0, 0), "1": records(0.0, 1)},
+        "base": {"0": records(0.0, 0), "1": records(0.0, 1)},
+    }
+    rows = {(r.split("|")[1].strip(), r.split("|")[2].strip()): r.split("|") for r in significance(episodes, "base")
+            if r.startswith("| better") or r.startswith("| same")}
+    assert len(rows) == 6
+    regret = rows[("better", "regret")]
+    assert float(regret[3]) < 0 and float(regret[6]) < 0.05  # lower regret, Holm-adjusted p < 0.05
+    assert float(rows[("better", "info_gain")][3]) > 0 and float(rows[("better", "info_gain")][6]) < 0.05
+    assert float(rows[("same", "regret")][3]) == 0.0 and float(rows[("same", "regret")][6]) >= 0.05
+
+
+def test_table_reads_seed_files_and_adds_the_tests(tmp_path):
+    paths = {"trained": [write(tmp_path / f"trained_s{s}.jsonl", records(0.3, s)) for s in (0, 1, 2)],
+             "warm_start": [write(tmp_path / f"warm_start_s{s}.jsonl", records(0.0, s)) for s in (0, 1, 2)],
+             "random": [write(tmp_path / "random.jsonl", records(-0.1, 0))]}
+    text = table(paths, "sampled", "warm_start")
+    assert "| trained | 0 | yes" in text and "| random | - |" in text
+    assert "Holm over 6 tests" in text
