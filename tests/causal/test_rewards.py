@@ -116,3 +116,16 @@ def test_trl_reward_functions_have_the_contract_names_and_read_the_environments(
         reward_funcs.structure(completions=[[]])
     with pytest.raises(ValueError, match="rollout 0's environment"):
         reward_funcs.parent(completions=[[]], environments=[CausalEnv()])
+
+
+def test_the_four_reward_functions_score_each_finished_episode_once(monkeypatch):
+    envs = [episode([("intervene", "X1", -3.0)]), episode([("intervene", "X3", 1.0), ("observe",)])]
+    calls = []
+    real = reward_funcs.episode_rewards
+    monkeypatch.setattr(reward_funcs, "episode_rewards", lambda record: calls.append(record) or real(record))
+    for f in reward_funcs.REWARD_FUNCS:
+        assert f(completions=[[], []], environments=envs) == [real(e.record)[f.__name__] for e in envs]
+    assert len(calls) == 2  # one per episode, not one per episode and reward function
+    envs[0].intervene(variable="X3", value=2.0)  # the record grew: scored again, not served stale
+    assert reward_funcs.optimization(completions=[[], []], environments=envs)[0] == real(envs[0].record)["optimization"]
+    assert len(calls) == 3
