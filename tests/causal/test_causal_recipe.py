@@ -3,8 +3,13 @@
 * The recipe as committed (warm start included) finishes within its 15-minute wall-time guard and, on the held-out
   SCMs (sampled episodes, paired seeds), its policy has lower final regret and higher information gain than the
   warm start it began from. docs/causal.md reports the same over 3 seeds with the baselines.
-* With one component alone, a short GRPO run moves that component's own metric the right way: optimization alone
-  lowers held-out regret, structure alone raises held-out information gain (from the recipe's cached warm start).
+* With one component alone, the recipe's 60 GRPO steps should move that component's own metric the right way
+  (from the recipe's cached warm start): optimization alone lowers held-out regret; structure alone should raise
+  held-out information gain but is measured not to (xfail, strict). docs/causal.md reports both over 3 seeds
+  (`benchmarks/causal_seeds.sh`, phase `single`).
+
+Held-out episodes are played under the recipe's own settings (`--recipe`: its budget of calls, completion length and
+reward weights), as the measurements in docs/causal.md are.
 """
 
 import json
@@ -13,6 +18,7 @@ import numpy as np
 import pytest
 
 from training.causal.evaluate_policy import main as evaluate
+from training.health import RunHealthError
 from training.train import main as train
 
 RECIPE = "recipes/causal_cpu.yaml"
@@ -20,7 +26,8 @@ EPISODES = 2  # per held-out SCM: 64 paired episodes per policy
 
 
 def heldout(model: str, out) -> dict[str, float]:
-    records = evaluate(["--model", model, "--decoding", "sampled", "--episodes", str(EPISODES), "--out", str(out)])
+    records = evaluate(["--recipe", RECIPE, "--model", model, "--decoding", "sampled", "--episodes", str(EPISODES),
+                        "--out", str(out)])
     return {k: float(np.mean([r[k] for r in records])) for k in ("regret", "info_gain", "parent_f1", "reward")}
 
 
@@ -38,16 +45,19 @@ def test_causal_recipe_finishes_in_time_and_improves_heldout_regret_and_informat
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("component", "metric", "better"), [
-    pytest.param("optimization", "regret", np.less, marks=pytest.mark.xfail(strict=True, reason=(
-        "measured: optimization alone does not lower held-out regret (seed 0: 0.904 -> 0.971 after 25 steps, "
-        "-> 1.030 after 60); docs/causal.md, Ablations"))),
-    ("structure", "info_gain", np.greater),
+    ("optimization", "regret", np.less),
+    pytest.param("structure", "info_gain", np.greater, marks=pytest.mark.xfail(
+        strict=True, raises=(RunHealthError, AssertionError), reason=(
+            "measured: structure alone does not raise held-out information gain over 60 steps; seed 0 collapses "
+            "into malformed calls and health/zero_loss stops it at step 23 (also in-process); seeds 1 and 2 end "
+            "0.06 and 0.04 nats below their warm starts. docs/causal.md, One component alone"))),
 ])
 def test_one_component_alone_moves_its_own_metric(tmp_path, component, metric, better):
-    weights = {"optimization": "1.0 0 0 0", "structure": "0 1.0 0 0"}[component].split()
+    weights = {"optimization": "1.0 0 0 0", "structure": "0 0.5 0 0"}[component].split()  # their recipe weights
     out = tmp_path / component
-    summary = train(["--config", RECIPE, "--output_dir", str(out), "--max_steps", "25",
+    summary = train(["--config", RECIPE, "--output_dir", str(out), "--max_wall_time_s", "3600",
                      "--reward_weights", *weights])
+    assert summary["stopped_reason"] == "completed", summary
     before = heldout(summary["resolved_model_path"], tmp_path / "warm_start.jsonl")
     after = heldout(str(out), tmp_path / "trained.jsonl")
     assert better(after[metric], before[metric]), (component, before, after)
