@@ -61,17 +61,16 @@ class HeldoutEvaluation:
 
     def evaluate(self) -> dict[str, float]:
         trainer = self.trainer
-        if trainer.environment_factories is not None:
+        if trainer.environment_factories is None:
+            values, sampled, greedy = self._reward_functions()
+        else:
             from training.causal import heldout as causal  # imported by environment runs only
 
             if causal.is_causal(trainer):
                 values, self.last_causal = causal.causal_heldout(trainer, self.rows, self.seed)
                 self._write_causal(step_dir(trainer.args.output_dir, trainer.state.global_step))
                 return values
-        if trainer.environment_factories is not None:
             values, sampled, greedy = self._environment_success()
-        else:
-            values, sampled, greedy = self._reward_functions()
         if sampled or greedy:
             self._write(sampled, greedy)
         return values
@@ -184,6 +183,7 @@ class HeldoutEvaluation:
                 f.write(dumps_strict(episode.as_json()) + "\n")
 
     def _write_causal(self, out_dir: Path) -> Path | None:
+        """The latest causal evaluation's episode records into `out_dir/causal_eval.jsonl` (main process only)."""
         if not self.trainer.accelerator.is_main_process:
             return None
         from training.causal.evaluation import write_jsonl

@@ -18,9 +18,9 @@ from training.causal.rewards import COMPONENTS, episode_rewards
 
 def episode_components(record) -> dict[str, float]:
     """`episode_rewards(record)`, computed once per finished episode: the four reward functions each ask for it, and
-    the optimization term of a nonlinear SCM is a Monte-Carlo estimate per call. Keyed by the episode's call counts,
-    so a record that grew since is scored again."""
-    key = (len(record.steps), sum(record.invalid.values()))
+    the optimization term of a nonlinear SCM is a Monte-Carlo estimate per call. Keyed by the episode's number of
+    calls (refused ones are steps too), so a record that grew since is scored again."""
+    key = len(record.steps)
     cached = getattr(record, "_components", None)
     if cached is None or cached[0] != key:
         cached = record._components = (key, episode_rewards(record))
