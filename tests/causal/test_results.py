@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from training.causal.results import seed_averaged, significance, table
 
@@ -38,6 +39,9 @@ def test_a_better_policy_is_significant_after_holm_and_an_equal_one_is_not():
     assert float(regret[3]) < 0 and float(regret[6]) < 0.05  # lower regret, Holm-adjusted p < 0.05
     assert float(rows[("better", "info_gain")][3]) > 0 and float(rows[("better", "info_gain")][6]) < 0.05
     assert float(rows[("same", "regret")][3]) == 0.0 and float(rows[("same", "regret")][6]) >= 0.05
+    # Holm over the 6 tests: the smallest p is multiplied by 6 (printed to 2 significant digits)
+    smallest = min(rows.values(), key=lambda r: float(r[5]))
+    assert float(smallest[6]) == pytest.approx(min(1.0, 6 * float(smallest[5])), rel=0.1)
 
 
 def test_table_reads_seed_files_and_adds_the_tests(tmp_path):
