@@ -129,3 +129,14 @@ def test_the_four_reward_functions_score_each_finished_episode_once(monkeypatch)
     envs[0].intervene(variable="X3", value=2.0)  # the record grew: scored again, not served stale
     assert reward_funcs.optimization(completions=[[], []], environments=envs)[0] == real(envs[0].record)["optimization"]
     assert len(calls) == 3
+
+
+def test_a_reused_environment_is_scored_afresh_after_reset():
+    """TRL keeps a pool of environment instances and resets them for every rollout (dynamic sampling's extra rounds
+    included): an episode with as many calls as the previous one on the same instance must not get its scores."""
+    env = episode([("intervene", "X1", -3.0)])
+    first = reward_funcs.optimization(completions=[[]], environments=[env])
+    env.reset(scm_json=SCM.to_json(), seed=2, budget=4, initial_samples=6)
+    env.intervene("X3", 3.0)
+    again = reward_funcs.optimization(completions=[[]], environments=[env])
+    assert again == [episode_rewards(env.record)["optimization"]] and again != first
