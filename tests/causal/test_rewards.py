@@ -32,8 +32,8 @@ def posterior(marginals: dict[str, float]) -> ParentPosterior:
 UNIFORM = posterior({v: 0.5 for v in SCM.actionable})
 
 
-def step(intervention, history=(), before=UNIFORM, after=UNIFORM, budget=6):
-    return Step(SCM, before, after, intervention, np.zeros((1, 5)), tuple(history), budget)
+def step(intervention, history=(), before=UNIFORM, after=UNIFORM, budget=6, expected_gain=0.0):
+    return Step(SCM, before, after, intervention, np.zeros((1, 5)), tuple(history), budget, expected_gain)
 
 
 def test_target_span_is_the_exact_best_and_worst_intervention():
@@ -49,12 +49,13 @@ def test_optimization_pays_progress_of_the_best_so_far_as_a_share_of_the_span():
     assert optimization(step(("X3", 3.0))) == 0.0 and optimization(step(None)) == 0.0
 
 
-def test_structure_is_the_entropy_drop_over_the_largest_entropy():
+def test_structure_is_the_expected_entropy_drop_over_the_largest_entropy():
     sharp = posterior({"X0": 0.1, "X1": 0.9, "X3": 0.1, "X4": 0.1})
-    drop = UNIFORM.entropy() - sharp.entropy()
-    assert structure(step(("X1", 1.0), after=sharp)) == pytest.approx(drop / (4 * math.log(2)))
-    assert structure(step(("X1", 1.0), before=sharp, after=UNIFORM)) < 0  # unsettled beliefs cost
-    assert UNIFORM.entropy() == pytest.approx(4 * math.log(2))  # so structure <= 1 per episode
+    assert structure(step(("X1", 1.0), after=sharp, expected_gain=0.3)) == pytest.approx(0.3 / (4 * math.log(2)))
+    assert structure(step(("X1", 1.0), after=sharp, expected_gain=-0.1)) < 0  # data expected to unsettle cost
+    assert UNIFORM.entropy() == pytest.approx(4 * math.log(2))  # an expected drop is at most 1 per call
+    with pytest.raises(ValueError, match="initial_samples' >= 2"):
+        structure(step(("X1", 1.0), expected_gain=None))
 
 
 def test_parent_rewards_balanced_accuracy_so_claiming_every_variable_earns_nothing():
@@ -87,7 +88,7 @@ def episode(calls, budget=4):
     return env
 
 
-def test_episode_sums_telescope_and_refused_calls_cost_exploration_only():
+def test_episode_sums_and_refused_calls_cost_exploration_only():
     env = episode([("intervene", "X4", 3.0), ("intervene", "X2", 1.0), ("intervene", "X1", -3.0),
                    ("observe",), ("intervene", "X9", 1.0), ("intervene", "X0", 3.0), ("intervene", "X0", 3.0)])
     record = env.record
@@ -99,7 +100,8 @@ def test_episode_sums_telescope_and_refused_calls_cost_exploration_only():
     regret_before = record.optimum - record.initial_expected
     assert totals["optimization"] == pytest.approx((regret_before - record.regret) / 7.2)  # regret closed / span
     first, last = record.initial_posterior, record.final_posterior
-    assert totals["structure"] == pytest.approx((first.entropy() - last.entropy()) / (4 * math.log(2)))
+    expected = [s.expected_info_gain for s in record.steps if s.valid]
+    assert totals["structure"] == pytest.approx(sum(expected) / (4 * math.log(2)))
     assert totals["parent"] == pytest.approx(balanced_accuracy(last, SCM) - balanced_accuracy(first, SCM))
     assert totals["exploration"] == pytest.approx(4 * unit - 3 * unit)
 
@@ -140,3 +142,62 @@ def test_a_reused_environment_is_scored_afresh_after_reset():
     env.intervene("X3", 3.0)
     again = reward_funcs.optimization(completions=[[]], environments=[env])
     assert again == [episode_rewards(env.record)["optimization"]] and again != first
+
+
+def replay_until_last(calls):
+    """An episode with every call but the last; the last is made on it by the caller."""
+    return episode(calls[:-1], budget=len(calls))
+
+
+CALLS = [("intervene", "X4", 3.0), ("observe",), ("intervene", "X1", -3.0)]
+
+
+def test_structure_pays_the_call_not_the_luck_of_its_row():
+    """Same state, same call, another sampled row: the realised entropy drop changes, the structure reward does not
+    (a GRPO group's rollouts share the row's seed, so the same call at the same point is credited alike)."""
+    lucky, unlucky = replay_until_last(CALLS), replay_until_last(CALLS)
+    unlucky._rng = np.random.default_rng(999)  # only the last call's row differs
+    for env in (lucky, unlucky):
+        env.intervene(*CALLS[-1][1:])
+    a, b = lucky.record.steps[-1], unlucky.record.steps[-1]
+    assert not np.array_equal(a.rows, b.rows) and a.info_gain != pytest.approx(b.info_gain, abs=1e-6)
+    assert a.expected_info_gain == b.expected_info_gain
+    assert step_rewards(lucky.record)[-1]["structure"] == step_rewards(unlucky.record)[-1]["structure"]
+
+
+def test_the_expected_gain_is_the_posterior_predictive_entropy_drop():
+    """Against an independent estimate: 400 models drawn from the posterior before the call, each answering the call,
+    each answer added to a copy of the surrogate by `update` (not the batched lookahead)."""
+    for call in CALLS:
+        env = replay_until_last([*CALLS[:-1], call])
+        sur = env.surrogate.copy()  # drained: the posterior before the call
+        getattr(env, call[0])(*call[1:])
+        got = env.record.steps[-1].expected_info_gain
+        rng = np.random.default_rng(7)
+        do = {} if call[0] == "observe" else {SCM.index[call[1]]: call[2]}
+        n = 3 if call[0] == "observe" else 1
+        mask = np.zeros((n, SCM.d), dtype=bool)
+        mask[:, list(do)] = True
+        drops = []
+        for model in sur.posterior_models(400, rng):
+            trial = sur.copy()
+            trial.update(model.simulate(do, rng.standard_normal((n, SCM.d))), mask)
+            drops.append(sur.entropy() - trial.entropy())
+        se = np.std(drops) * math.sqrt(1 / 16 + 1 / 400)  # the environment averages 16 draws
+        assert abs(got - np.mean(drops)) < 4 * se, (call, got, np.mean(drops), se)
+        assert np.std(drops) > 0
+
+
+def test_surrogates_without_a_sampleable_posterior_have_no_structure_reward():
+    from training.causal.env import make_causal_env
+
+    for env in (make_causal_env("noop")(), CausalEnv()):
+        env.reset(scm_json=SCM.to_json(), seed=1, budget=2, initial_samples=1 if type(env) is CausalEnv else 6)
+        env.intervene("X1", 1.0)
+        assert env.record.steps[-1].expected_info_gain is None
+        with pytest.raises(ValueError, match="no expected information gain"):
+            episode_rewards(env.record)
+    frozen = make_causal_env("exact", active=False)()
+    frozen.reset(scm_json=SCM.to_json(), seed=1, budget=2, initial_samples=6)
+    frozen.intervene("X1", 1.0)
+    assert episode_rewards(frozen.record)["structure"] == 0.0

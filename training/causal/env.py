@@ -46,6 +46,8 @@ from training.causal.surrogate import ParentPosterior
 DEFAULT_BUDGET = 20
 DEFAULT_INITIAL_SAMPLES = 5
 OBSERVE_ROWS = 3
+LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
+LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
 
@@ -72,6 +74,8 @@ class StepRecord:
     mask: np.ndarray | None = None  # which entries of `rows` were set by the intervention
     posterior_before: ParentPosterior | None = None  # valid calls, once the surrogate has seen `rows`
     posterior_after: ParentPosterior | None = None
+    call_index: int | None = None  # valid calls before this one: keys its lookahead, shared by a GRPO group
+    expected_info_gain: float | None = None  # the entropy drop the posterior expects of this call (`_look_ahead`)
 
 
 @dataclass
@@ -232,6 +236,7 @@ class CausalEnv:
             raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {self.scm.target!r}")
         self._pending = []
         self._rng = np.random.default_rng(seed)
+        self._seed = int(seed)
         self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
         rows = self.scm.sample(initial, self._rng)
         if initial and self.active:
@@ -290,12 +295,34 @@ class CausalEnv:
         left = self._record.budget - self._record.used - 1
         text = f"{format_rows(self.scm.variables, rows)}\n({left} calls left)"
         step = StepRecord(tool, args, True, text, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
-                          expected_target=expected, intervention=intervention, rows=rows, mask=mask)
+                          expected_target=expected, intervention=intervention, rows=rows, mask=mask,
+                          call_index=self._record.used)
         self._record.steps.append(step)
         step.regret = self._record.regret
         self._pending.append(step)  # the surrogate sees the rows when anything next reads a posterior (pending.py)
         pending.enqueue(self)
         return text
+
+    def _look_ahead(self, step: StepRecord) -> None:
+        """The call's expected information gain, measured against the posterior before its rows (`pending.drain`
+        calls this just before the update): the current entropy minus the mean entropy after the call's rows as
+        `LOOKAHEAD_DRAWS` models drawn from the posterior would answer it (the posterior predictive, as the greedy
+        EIG expert scores its candidates). The structure reward pays this, not the realised drop: the policy
+        chooses the call, not the noise of its one row. It stays None where the posterior cannot be sampled (a
+        learned or noop surrogate, or a node with fewer than 2 observational rows: row `initial_samples` < 2), and
+        the structure reward then refuses the episode."""
+        sur = self._surrogate
+        if not hasattr(sur, "posterior_models") or np.any(sur.stats.count < 2):
+            return
+        rng = np.random.default_rng(np.random.SeedSequence([self._seed, step.call_index, LOOKAHEAD_SEED_KEY]))
+        unit, scale = sur.standardised()  # so that the draws, and the reward, do not depend on the units
+        models = unit.posterior_models(LOOKAHEAD_DRAWS, rng)
+        do = {}
+        if step.intervention is not None:
+            i = self.scm.index[step.intervention[0]]
+            do[i] = step.intervention[1] / scale[i]
+        draws = [(model.simulate(do, rng.standard_normal(step.rows.shape)), step.mask) for model in models]
+        step.expected_info_gain = float(unit.entropy() - unit.what_if_many(draws).mean())
 
     def _settle(self, step: StepRecord) -> None:
         """Record what the surrogate's update with `step.rows` did (called by `pending.drain`, after the update)."""
@@ -304,6 +331,8 @@ class CausalEnv:
         self._last_posterior = step.posterior_after = self._surrogate.posterior()
         self._last_entropy = step.entropy_after = self._surrogate.entropy()
         step.info_gain = step.entropy_before - step.entropy_after
+        if not self.active:  # a frozen surrogate sees nothing, now or in expectation
+            step.expected_info_gain = 0.0
         self._sync_record()
 
     def _sync_record(self) -> None:

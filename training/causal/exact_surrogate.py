@@ -117,6 +117,20 @@ class ExactSurrogate:
         new.stats = self.stats.copy()
         return new
 
+    def standardised(self) -> tuple[ExactSurrogate, np.ndarray]:
+        """(copy, scale): a copy whose data are divided by `scale`, each variable's sample sd over its own
+        non-intervened rows (1 where that is 0). Same posterior (the scores depend on the data through R^2 only),
+        but draws from `posterior_models` that do not depend on the variables' units: numpy's multivariate normal
+        factors each covariance afresh, so the same generator gives other draws in other units."""
+        st = self.stats
+        own = np.array([st.m2[v, v, v] for v in range(self.d)]) / np.maximum(st.count, 1.0)
+        scale = np.where(own > 0, np.sqrt(own), 1.0)
+        new = self.copy()
+        new.stats.mean /= scale
+        new.stats.m2 /= scale[None, :, None] * scale[None, None, :]
+        new._set_state(*new._score([new.stats]))
+        return new, scale
+
     # ---- lookahead -------------------------------------------------------------------------------------------
     def what_if_many(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Entropy after adding each (samples, intervened) batch to the current data, without mutating: one batched
@@ -146,6 +160,7 @@ class ExactSurrogate:
             raise ValueError(f"posterior_models needs >= 2 non-intervened rows per node; too few for {low}")
         dags = sample_dags(self.log_beta, n, rng)
         models = []
+        regressions = {}  # (node, parent mask) -> (pinv, b_ols, r2): the draws share most of their parent sets
         for masks in dags:
             parents = [members(int(m), self.d) for m in masks]
             order = _topological(parents)
@@ -154,13 +169,9 @@ class ExactSurrogate:
                 pa, nv = parents[v], st.count[v]
                 m2, g = st.m2[v], nv
                 syy = max(m2[v, v], 1e-300)
-                if pa:
-                    sxx, sxy = m2[np.ix_(pa, pa)], m2[pa, v]
-                    pinv = np.linalg.pinv(sxx)
-                    b_ols = pinv @ sxy
-                    r2 = float(np.clip(sxy @ b_ols / syy, 0.0, 1.0))
-                else:
-                    pinv, b_ols, r2 = np.zeros((0, 0)), np.zeros(0), 0.0
+                if (v, int(masks[v])) not in regressions:
+                    regressions[v, int(masks[v])] = _regression(m2, pa, v, syy)
+                pinv, b_ols, r2 = regressions[v, int(masks[v])]
                 shrink = g / (1.0 + g)
                 sigma2 = (syy * (1.0 - shrink * r2) / 2.0) / rng.gamma((nv - 1.0) / 2.0)
                 b = rng.multivariate_normal(shrink * b_ols, shrink * sigma2 * pinv) if pa else b_ols
@@ -170,6 +181,16 @@ class ExactSurrogate:
                 sd[v] = np.sqrt(sigma2)
             models.append(LinearModel(order, parents, intercept, centre, coef, sd))
         return models
+
+
+def _regression(m2: np.ndarray, pa: list[int], v: int, syy: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """(pinv(Sxx), the OLS coefficients, R^2) of node v on its parents `pa`, from its centred scatter `m2`."""
+    if not pa:
+        return np.zeros((0, 0)), np.zeros(0), 0.0
+    sxx, sxy = m2[np.ix_(pa, pa)], m2[pa, v]
+    pinv = np.linalg.pinv(sxx)
+    b_ols = pinv @ sxy
+    return pinv, b_ols, float(np.clip(sxy @ b_ols / syy, 0.0, 1.0))
 
 
 def _entropies(log_post: np.ndarray) -> np.ndarray:

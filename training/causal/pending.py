@@ -10,7 +10,8 @@ Draining goes in rounds: round r applies the r-th queued update of every episode
 episode sees its own rows in order (the result is exactly that of updating after every call). Within a round, the
 exact surrogates are updated by one `update_many` call per (number of variables, target index) group: the local
 scores of every parent set of every node of every episode in one batched numpy computation, then one batched
-Koivisto-Sood DP. Other surrogates (learned, noop) are updated one by one.
+Koivisto-Sood DP. Other surrogates (learned, noop) are updated one by one. Before its update, each call's
+expected information gain is measured against the same posterior (`CausalEnv._look_ahead`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def drain() -> int:
     while envs:
         heads = [e._pending.pop(0) for e in envs]
         active = [(e, h) for e, h in zip(envs, heads, strict=True) if e.active]
+        for e, h in active:
+            e._look_ahead(h)  # the expected gain is measured against the posterior before the call's rows
         exact = [(e, h) for e, h in active if isinstance(e._surrogate, ExactSurrogate)]
         if exact:
             update_many([e._surrogate for e, _ in exact], [(h.rows, h.mask) for _, h in exact])
