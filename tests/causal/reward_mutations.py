@@ -19,8 +19,10 @@ MUTATIONS = {
     "optimization not divided by the span": (
         "    return (_g(scm, after) - _g(scm, before)) / span", "    return (_g(scm, after) - _g(scm, before))"),
     "structure in nats": (
-        "    return (step.before.entropy() - step.after.entropy()) / ((step.scm.d - 1) * math.log(2.0))",
-        "    return (step.before.entropy() - step.after.entropy())"),
+        "    return step.expected_gain / ((step.scm.d - 1) * math.log(2.0))", "    return step.expected_gain"),
+    "structure paying the realised drop (the luck of the row)": (
+        "    return step.expected_gain / ((step.scm.d - 1) * math.log(2.0))",
+        "    return (step.before.entropy() - step.after.entropy()) / ((step.scm.d - 1) * math.log(2.0))"),
     "parent not balanced (true parents' marginals only)": (
         "    halves = [float(np.mean(h)) for h in (hits, rejections) if h]",
         "    halves = [float(np.mean(hits))] if hits else []"),

@@ -304,25 +304,19 @@ class CausalEnv:
         return text
 
     def _look_ahead(self, step: StepRecord) -> None:
-        """The call's expected information gain, measured against the posterior before its rows (`pending.drain`
-        calls this just before the update): the current entropy minus the mean entropy after the call's rows as
-        `LOOKAHEAD_DRAWS` models drawn from the posterior would answer it (the posterior predictive, as the greedy
-        EIG expert scores its candidates). The structure reward pays this, not the realised drop: the policy
-        chooses the call, not the noise of its one row. It stays None where the posterior cannot be sampled (a
-        learned or noop surrogate, or a node with fewer than 2 observational rows: row `initial_samples` < 2), and
-        the structure reward then refuses the episode."""
-        sur = self._surrogate
-        if not hasattr(sur, "posterior_models") or np.any(sur.stats.count < 2):
+        """Record the call's expected information gain, measured against the posterior before its rows
+        (`pending.drain` calls this just before the update): the surrogate's `expected_gain`, with draws keyed by
+        (episode seed, valid-call index), so a GRPO group's rollouts (one row, one seed) making the same call at the
+        same point are credited alike. The structure reward pays this, not the realised drop: the policy chooses
+        the call, not the noise of its one row. None where the surrogate cannot say (the learned one has no
+        `expected_gain`; the exact one needs 2 observational rows per variable); the structure reward then
+        refuses the episode."""
+        expected_gain = getattr(self._surrogate, "expected_gain", None)
+        if expected_gain is None:
             return
         rng = np.random.default_rng(np.random.SeedSequence([self._seed, step.call_index, LOOKAHEAD_SEED_KEY]))
-        unit, scale = sur.standardised()  # so that the draws, and the reward, do not depend on the units
-        models = unit.posterior_models(LOOKAHEAD_DRAWS, rng)
-        do = {}
-        if step.intervention is not None:
-            i = self.scm.index[step.intervention[0]]
-            do[i] = step.intervention[1] / scale[i]
-        draws = [(model.simulate(do, rng.standard_normal(step.rows.shape)), step.mask) for model in models]
-        step.expected_info_gain = float(unit.entropy() - unit.what_if_many(draws).mean())
+        do = None if step.intervention is None else (self.scm.index[step.intervention[0]], step.intervention[1])
+        step.expected_info_gain = expected_gain(do, step.mask, LOOKAHEAD_DRAWS, rng)
 
     def _settle(self, step: StepRecord) -> None:
         """Record what the surrogate's update with `step.rows` did (called by `pending.drain`, after the update)."""

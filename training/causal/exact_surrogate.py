@@ -150,6 +150,20 @@ class ExactSurrogate:
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
 
+    def expected_gain(self, do: tuple[int, float] | None, mask: np.ndarray, draws: int,
+                      rng: np.random.Generator) -> float | None:
+        """The entropy drop the posterior expects of a call (nats): the current entropy minus the mean entropy after
+        the call's rows (mask.shape, do(X_i = v) or none) as answered by `draws` models from `posterior_models`, the
+        posterior predictive. None with fewer than 2 non-intervened rows for some node (nothing to sample from). The
+        draws are made in standardised units, so the result does not depend on the variables' units."""
+        if np.any(self.stats.count < 2):
+            return None
+        unit, scale = self.standardised()
+        models = unit.posterior_models(draws, rng)
+        fixed = {} if do is None else {do[0]: do[1] / scale[do[0]]}
+        answers = [(model.simulate(fixed, rng.standard_normal(mask.shape)), mask) for model in models]
+        return float(unit.entropy() - unit.what_if_many(answers).mean())
+
     def posterior_models(self, n: int, rng: np.random.Generator) -> list[LinearModel]:
         """n draws of (DAG, parameters) from the posterior: DAGs by `sample_dags`; then per node v with parents S the
         g-prior posterior on v's rows: sigma^2 ~ InvGamma(nu / 2, S_yy (1 - g R^2 / (1 + g)) / 2),

@@ -2,8 +2,9 @@
 
 A valid call is described by a `Step`: the SCM, the surrogate's parent-set posterior before and after it saw the
 call's rows, the intervention do(X = v) (None for `observe`), the sampled outcome rows, the episode's earlier valid
-calls, the budget and the call's expected information gain (measured by the environment's surrogate). Each component maps a `Step` to a float; an episode's component reward is the sum over its
-valid calls (`episode_rewards`), plus, for exploration only, a penalty per refused call. The recipe weighs them
+calls, the budget and the call's expected information gain (measured by the environment's surrogate). Each
+component maps a `Step` to a float; an episode's component reward is the sum over its valid calls
+(`episode_rewards`), plus, for exploration only, a penalty per refused call. The recipe weighs them
 (`reward_weights`, default optimization 1.0, structure 0.5, parent 0.3, exploration 0.1). With g(y) = y for the
 goal "max" and g(y) = -y for "min":
 
@@ -30,14 +31,14 @@ goal "max" and g(y) = -y for "min":
 
   rows_m being the call's rows as answered by `LOOKAHEAD_DRAWS` models drawn from the posterior before it (the
   posterior predictive: the expected information gain of Bayesian experimental design, which the greedy EIG
-  expert maximises; `CausalEnv._look_ahead`). Not the realised drop H(before) - H(after): the policy chooses the
-  call, not the noise of its one row, and the realised drop is mostly that noise (per call, sd 0.22 around a mean
-  of 0.07 nats for random calls; 38% of calls negative), so under structure alone GRPO learnt nothing from it
-  (docs/causal.md, "One component alone"). An expected gain is >= 0 but for Monte-Carlo error. Its draws are
-  keyed by (episode seed, call index), so a group's rollouts making the same call are credited alike. The g-prior
-  scores and the posterior models are affine-equivariant, so r does not change when a variable is rescaled. A
-  frozen surrogate gains 0. Where the posterior cannot be sampled (learned or noop surrogate, row
-  `initial_samples` < 2) there is no expected gain, and structure raises.
+  expert maximises; `ExactSurrogate.expected_gain`). Not the realised drop H(before) - H(after): the policy
+  chooses the call, not the noise of its one row, and the realised drop is mostly that noise
+  (`benchmarks/structure_reward_signal.py`, docs/causal.md). An expected gain is >= 0 but for Monte-Carlo error.
+  Its draws are keyed by (episode seed, call index), so a group's rollouts making the same call are credited
+  alike. The g-prior scores depend on the data only through R^2 (`training.causal.scores`) and the draws are made
+  in standardised units, so r does not change when a variable is rescaled. A frozen or no-op surrogate gains 0.
+  Where the posterior cannot be sampled (the learned surrogate, or row `initial_samples` < 2) there is no expected
+  gain, and structure raises.
 * parent: the gain in the posterior's balanced marginal accuracy about the target's true parents Pa,
 
       A(P) = 1/2 mean_{j in Pa} P(j in Pa) + 1/2 mean_{j not in Pa, j != target} (1 - P(j in Pa)),   r = A(after) - A(before)
@@ -168,7 +169,7 @@ def optimization(step: Step) -> float:
 def structure(step: Step) -> float:
     if step.expected_gain is None:
         raise ValueError(f"structure: the call {step.intervention or 'observe'} has no expected information gain: "
-                         "it needs a posterior that can be sampled, i.e. the exact surrogate (make_causal_env('exact')) "
+                         "it needs a posterior that can be sampled: the exact surrogate (make_causal_env('exact')) "
                          "and at least 2 observational rows per variable (row 'initial_samples' >= 2)")
     return step.expected_gain / ((step.scm.d - 1) * math.log(2.0))
 

@@ -106,5 +106,9 @@ class NoopSurrogate:
     def entropy(self) -> float:
         return self._prior.entropy()
 
+    def expected_gain(self, do, mask, draws, rng) -> float:
+        """A posterior that never moves is expected to gain nothing."""
+        return 0.0
+
     def copy(self) -> NoopSurrogate:
         return self
