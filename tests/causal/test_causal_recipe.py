@@ -5,8 +5,8 @@
   warm start it began from. docs/causal.md reports the same over 3 seeds with the baselines.
 * With one component alone, the recipe's 60 GRPO steps should move that component's own metric the right way
   (from the recipe's cached warm start): optimization alone lowers held-out regret; structure alone should raise
-  held-out information gain but is measured not to (xfail, strict). docs/causal.md reports both over 3 seeds
-  (`benchmarks/causal_seeds.sh`, phase `single`).
+  held-out information gain but does so on some seeds only (xfail, not strict). docs/causal.md reports both over 3
+  seeds (`benchmarks/causal_seeds.sh`, phase `single`).
 
 Held-out episodes are played under the recipe's own settings (`--recipe`: its budget of calls, completion length and
 reward weights), as the measurements in docs/causal.md are.
@@ -47,10 +47,11 @@ def test_causal_recipe_finishes_in_time_and_improves_heldout_regret_and_informat
 @pytest.mark.parametrize(("component", "metric", "better"), [
     ("optimization", "regret", np.less),
     pytest.param("structure", "info_gain", np.greater, marks=pytest.mark.xfail(
-        strict=True, raises=(RunHealthError, AssertionError), reason=(
-            "measured: structure alone does not raise held-out information gain over 60 steps; seed 0 collapses "
-            "into malformed calls and health/zero_loss stops it at step 23 (also in-process); seeds 1 and 2 end "
-            "0.06 and 0.04 nats below their warm starts. docs/causal.md, One component alone"))),
+        strict=False, raises=(RunHealthError, AssertionError), reason=(
+            "measured, 3 seeds at the recipe's constant lr: structure alone (expected-drop reward) moves held-out "
+            "information gain by +0.10, -0.17, +0.01 nats (pooled -0.02, n.s.): it passes or fails by seed and "
+            "thread count. With a cosine lr: +0.14, -0.02, +0.05 (pooled +0.06). docs/causal.md, One component "
+            "alone"))),
 ])
 def test_one_component_alone_moves_its_own_metric(tmp_path, component, metric, better):
     weights = {"optimization": "1.0 0 0 0", "structure": "0 0.5 0 0"}[component].split()  # their recipe weights
