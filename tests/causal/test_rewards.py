@@ -8,7 +8,7 @@ import pytest
 
 from tests.causal.helpers import chain5
 from training.causal import reward_funcs
-from training.causal.env import CausalEnv
+from training.causal.env import CausalEnv, make_causal_env
 from training.causal.rewards import (COMPONENTS, Step, balanced_accuracy, episode_rewards, exploration,
                                      exploration_unit, optimization, parent, step_rewards, structure, target_span)
 from training.causal.surrogate import ParentPosterior
@@ -189,8 +189,6 @@ def test_the_expected_gain_is_the_posterior_predictive_entropy_drop():
 
 
 def test_surrogates_without_a_sampleable_posterior_have_no_structure_reward():
-    from training.causal.env import make_causal_env
-
     env = CausalEnv()
     env.reset(scm_json=SCM.to_json(), seed=1, budget=2, initial_samples=1)  # X0 has 1 row to sample a model from
     env.intervene("X1", 1.0)
