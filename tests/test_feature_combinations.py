@@ -34,11 +34,9 @@ def cell_id(cell) -> str:
     return f"ds{int(dynamic)}-{estimator}-force{int(forcing)}-sync{int(sync)}-it{iterations}"
 
 
-def run_cell(make_env_trainer, dynamic, estimator, forcing, sync, iterations, force_rate="0.5", max_steps=2):
-    flags = read_flags({"FORCE_RATE": force_rate if forcing else "0.0", "ASSIST_WARMUP": "10"})
+def cell_settings(dynamic, estimator, sync, iterations) -> dict:
+    """The trainer settings of one cell (forcing is a flag, not a setting)."""
     settings = dict(
-        flags=flags,
-        max_steps=max_steps,
         learning_rate=5e-3,
         advantage_estimator=estimator,
         dynamic_sampling=dynamic,
@@ -48,7 +46,16 @@ def run_cell(make_env_trainer, dynamic, estimator, forcing, sync, iterations, fo
     )
     if sync:
         settings.update(beta=0.04, sync_ref_model=True, ref_model_sync_steps=1, ref_model_mixup_alpha=1.0)
-    trainer = make_env_trainer(**settings)
+    return settings
+
+
+def cell_flags(forcing, force_rate="0.5"):
+    return read_flags({"FORCE_RATE": force_rate if forcing else "0.0", "ASSIST_WARMUP": "10"})
+
+
+def run_cell(make_env_trainer, dynamic, estimator, forcing, sync, iterations, force_rate="0.5", max_steps=2):
+    trainer = make_env_trainer(flags=cell_flags(forcing, force_rate), max_steps=max_steps,
+                               **cell_settings(dynamic, estimator, sync, iterations))
     trainer.train()
     return training_logs(trainer.args.output_dir)
 

@@ -10,16 +10,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from datasets import Dataset
-from peft import LoraConfig
 
-from tests.causal.trainer_support import causal_rows
-from tests.test_feature_combinations import cell_id, check_cell, training_logs
-from training.causal.env import CausalEnv
-from training.causal.reward_funcs import REWARD_FUNCS
-from training.config import StrictGRPOConfig
-from training.flags import read_flags
-from training.trainer import StrictGRPOTrainer
+from tests.causal.trainer_support import build_sampled_causal_trainer
+from tests.test_feature_combinations import cell_flags, cell_id, cell_settings, check_cell, training_logs
 
 # (dynamic sampling, estimator, forcing, reference sync, num_iterations)
 CELLS = [
@@ -30,22 +23,8 @@ CAUSAL_REWARDS = [f"rewards/{name}/mean" for name in ("optimization", "structure
 
 
 def train_cell(output_dir: str, model: str, dynamic, estimator, forcing, sync, iterations) -> list[dict]:
-    settings = dict(
-        output_dir=output_dir, use_cpu=True, bf16=False, seed=0, max_steps=2, learning_rate=5e-3,
-        per_device_train_batch_size=8, num_generations=4, max_completion_length=64, max_tool_calling_iterations=2,
-        max_tool_calls_per_episode=3, logging_steps=1, save_strategy="no", report_to="none", beta=0.0,
-        reward_weights=[1.0, 0.5, 0.3, 0.1], chat_template_kwargs={"enable_thinking": False}, strict_health=False,
-        advantage_estimator=estimator, dynamic_sampling=dynamic, dynamic_sampling_max_rounds=2,
-        num_iterations=iterations,
-    )
-    if sync:
-        settings.update(beta=0.04, sync_ref_model=True, ref_model_sync_steps=1, ref_model_mixup_alpha=1.0)
-    trainer = StrictGRPOTrainer(
-        model=model, reward_funcs=REWARD_FUNCS, args=StrictGRPOConfig(**settings),
-        train_dataset=Dataset.from_list(causal_rows()), environment_factory=CausalEnv,
-        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
-        flags=read_flags({"FORCE_RATE": "0.5" if forcing else "0.0", "ASSIST_WARMUP": "10"}),
-    )
+    trainer = build_sampled_causal_trainer(output_dir, model, cell_flags(forcing), max_steps=2,
+                                           **cell_settings(dynamic, estimator, sync, iterations))
     trainer.train()
     return training_logs(output_dir)
 

@@ -5,18 +5,11 @@ metrics and writes the episodes' records."""
 
 import math
 
-from datasets import Dataset
-from peft import LoraConfig
-
-from tests.causal.trainer_support import causal_rows
-from training.causal.env import CausalEnv
+from tests.causal.trainer_support import build_sampled_causal_trainer, causal_rows
 from training.causal.heldout import causal_heldout, is_causal
-from training.causal.reward_funcs import REWARD_FUNCS
-from training.config import StrictGRPOConfig
 from training.flags import StrictFlags
 from training.metrics import CONTRACT
 from training.report import read_metrics
-from training.trainer import StrictGRPOTrainer
 
 CAUSAL_METRICS = [name for name, when in CONTRACT.items() if when == "causal environment"]
 
@@ -24,18 +17,8 @@ CAUSAL_METRICS = [name for name, when in CONTRACT.items() if when == "causal env
 def test_a_causal_training_step_logs_every_causal_metric(causal_model_dir, tmp_path):
     flags = StrictFlags(force_rate=0.5, assist_warmup=1, rl_disable_forced=True, ppo_record_at_sample=True,
                         strict_traj_keys=True)
-    args = StrictGRPOConfig(
-        output_dir=str(tmp_path), use_cpu=True, bf16=False, seed=0, max_steps=1, learning_rate=1e-3,
-        per_device_train_batch_size=8, num_generations=4, max_completion_length=64, max_tool_calling_iterations=2,
-        max_tool_calls_per_episode=3, logging_steps=1, save_strategy="no", report_to="none", beta=0.0,
-        reward_weights=[1.0, 0.5, 0.3, 0.1], chat_template_kwargs={"enable_thinking": False}, strict_health=False,
-        heldout_samples_per_prompt=1,
-    )
-    trainer = StrictGRPOTrainer(
-        model=causal_model_dir, reward_funcs=REWARD_FUNCS, args=args, train_dataset=Dataset.from_list(causal_rows()),
-        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
-        flags=flags, environment_factory=CausalEnv, heldout_rows=causal_rows(2),
-    )
+    trainer = build_sampled_causal_trainer(str(tmp_path), causal_model_dir, flags, heldout_rows=causal_rows(2),
+                                           heldout_samples_per_prompt=1)
     assert is_causal(trainer)
     trainer.train()
     (log,) = [row for row in read_metrics(tmp_path) if "loss" in row]

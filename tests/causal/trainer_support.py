@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets import Dataset
+from peft import LoraConfig
 
 from training.causal.baselines import random_call
 from training.causal.env import CausalEnv
@@ -50,6 +51,26 @@ def build_causal_trainer(output_dir: str, model: str, reward_funcs: list, reward
     return StrictGRPOTrainer(model=model, reward_funcs=reward_funcs, args=StrictGRPOConfig(**settings),
                              train_dataset=Dataset.from_list(causal_rows()), flags=FLAGS,
                              environment_factory=CausalEnv, rollout_func=rollout_func)
+
+
+def build_sampled_causal_trainer(output_dir: str, model: str, flags: StrictFlags, heldout_rows=None,
+                                 **overrides) -> StrictGRPOTrainer:
+    """TRL's own sampler on the causal environment (LoRA, the four reward functions at the recipe's weights), one
+    step of 8 short episodes of at most 3 calls; keyword arguments override StrictGRPOConfig fields."""
+    from training.causal.reward_funcs import REWARD_FUNCS
+
+    settings = dict(output_dir=output_dir, use_cpu=True, bf16=False, seed=0, max_steps=1, learning_rate=1e-3,
+                    per_device_train_batch_size=8, num_generations=4, max_completion_length=64,
+                    max_tool_calling_iterations=2, max_tool_calls_per_episode=3, logging_steps=1, save_strategy="no",
+                    report_to="none", beta=0.0, reward_weights=[1.0, 0.5, 0.3, 0.1],
+                    chat_template_kwargs={"enable_thinking": False}, strict_health=False)
+    settings.update(overrides)
+    return StrictGRPOTrainer(
+        model=model, reward_funcs=REWARD_FUNCS, args=StrictGRPOConfig(**settings),
+        train_dataset=Dataset.from_list(causal_rows()), environment_factory=CausalEnv, flags=flags,
+        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
+        heldout_rows=heldout_rows,
+    )
 
 
 def score(trainer) -> dict:
