@@ -11,12 +11,13 @@ import psutil
 
 @contextmanager
 def timed(metrics: dict, name: str) -> Iterator[None]:
-    """Append the block's wall time in seconds to `metrics[f"timing/{name}_s"]`."""
+    """Append the block's wall time in seconds to `metrics[f"timing/{name}_s"]`, creating the list when the mapping
+    is a plain dict (an exception raised in the block is the one that propagates, never a KeyError of ours)."""
     start = time.perf_counter()
     try:
         yield
     finally:
-        metrics[f"timing/{name}_s"].append(time.perf_counter() - start)
+        metrics.setdefault(f"timing/{name}_s", []).append(time.perf_counter() - start)
 
 
 def rss_mb() -> float:
