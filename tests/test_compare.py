@@ -11,14 +11,16 @@ from scipy import stats
 
 from training.compare import ComparisonError, main
 from training.episodes import Episode, episode_seed, write_episodes
+from training.stats import compare_paired
 
 ROWS, SAMPLES = 100, 2
 
 
-def write_run(path, scores, history=None, eval_seed=0, group=None, seed=None):
+def write_run(path, scores, history=None, eval_seed=0, group=None, seed=None, samples=SAMPLES):
+    ids = [(r, s) for r in range(len(scores) // samples) for s in range(samples)]
     episodes = [
         Episode(r, s, episode_seed(eval_seed, r, s), None if np.isnan(x) else float(x))
-        for (r, s), x in zip([(r, s) for r in range(ROWS) for s in range(SAMPLES)], scores, strict=True)
+        for (r, s), x in zip(ids, scores, strict=True)
     ]
     write_episodes(path, episodes)
     if history is not None:
@@ -106,26 +108,50 @@ def test_unscorable_episodes_are_left_out_and_counted(tmp_path, base):
     one_hole[10] = np.nan  # in one seed of b only: the episode is unscorable for b, not averaged over the other seed
     result = main([str(write_run(tmp_path / "a", holes)), str(write_run(tmp_path / "b-seed0", base + 0.2)),
                    str(write_run(tmp_path / "b-seed1", one_hole + 0.2)), "--out", str(tmp_path / "cmp")])
-    assert result["episodes"] == {"total": 200, "scorable_in_all": 189, "left_out": 11}
+    # rows 0-4 lose both samples, row 5 one: 95 rows remain, the tests' unit
+    assert result["episodes"] == {"total": 200, "scorable_in_all": 189, "left_out": 11, "units": 95}
+    assert result["pairwise"][0]["n"] == 95
     assert result["models"][0]["unscorable_episodes"] == 10 and result["models"][1]["unscorable_episodes"] == 1
 
 
 def test_holm_turns_two_borderline_differences_into_no_significant_difference(tmp_path, base):
     # Two models each shifted from the baseline by differences with t = 2.2 (raw p = 0.029, exactly normal quantiles)
     # and unrelated to each other: Holm over the 3 pairs multiplies the two borderline p-values by 3 and 2.
+    # One sample per row, so that the rows the tests run over are these episodes.
     n = base.size
     z = stats.norm.ppf((np.arange(n) + 0.5) / n)
     shift = 2.2 / np.sqrt(n)
     b = base + shift + z
     c = base + shift + np.random.default_rng(5).permutation(z)
-    result = main([str(write_run(tmp_path / "base", base)), str(write_run(tmp_path / "b", b)),
-                   str(write_run(tmp_path / "c", c)), "--out", str(tmp_path / "cmp"), "--baseline", "base"])
+    result = main([str(write_run(tmp_path / "base", base, samples=1)), str(write_run(tmp_path / "b", b, samples=1)),
+                   str(write_run(tmp_path / "c", c, samples=1)), "--out", str(tmp_path / "cmp"), "--baseline",
+                   "base"])
     pairs = {(p["a"], p["b"]): p for p in result["pairwise"]}
     for name in ("b", "c"):
         pair = pairs[(name, "base")]
         assert pair["test"] == "paired_t" and pair["p"] == pytest.approx(0.0289, abs=5e-4)
         assert pair["p_holm"] > 0.05 and not pair["significant"]
         assert pair["verdict"] == f"no significant difference between {name} and base"
+
+
+def test_episodes_of_one_row_are_one_unit_not_many(tmp_path):
+    """12 rows x 8 samples: the models differ by a per-row effect (shared by the row's 8 samples) whose mean is small
+    against its spread across rows. Episode-level pairing counts 96 units and calls it significant; the rows are
+    the independent units (12), and over them it is not."""
+    rows, samples = 12, 8
+    rng = np.random.default_rng(7)
+    difficulty = np.repeat(rng.normal(0.5, 0.2, rows), samples)
+    row_effect = np.repeat(rng.normal(0.08, 0.25, rows), samples)
+    a = difficulty + rng.normal(0, 0.02, rows * samples)
+    b = a + row_effect + rng.normal(0, 0.02, rows * samples)
+    episode_level = compare_paired(b, a)
+    assert episode_level.p < 0.05  # what the test over episodes would have said
+    result = main([str(write_run(tmp_path / "a", a, samples=samples)), str(write_run(tmp_path / "b", b, samples=samples)),
+                   "--out", str(tmp_path / "cmp")])
+    (pair,) = result["pairwise"]
+    assert pair["n"] == rows and result["episodes"]["units"] == rows
+    assert pair["p"] > 0.05 and not pair["significant"]
+    assert pair["mean_diff"] == pytest.approx(float(np.mean(a - b)))
 
 
 def test_cli_names_a_directory_without_episodes(tmp_path, base):

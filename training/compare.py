@@ -10,6 +10,8 @@ noise.
 
 Episodes are matched by id (row, sample) and must carry the same seed in every run; an id missing from a run, or a
 seed that differs, is an error naming them. Episodes unscorable in any run are left out of every test and counted.
+The unit of replication is the row (a prompt, an SCM): the samples of one row share it and are not independent, so
+every mean, interval and test is over per-row means of the scorable episodes (n = rows, not episodes).
 Tests (training/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
 paired t-tests or Wilcoxon signed-rank tests with Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
 the convergence step of each run (training/convergence.py). Writes `comparison.json`, `comparison.md`,
@@ -31,7 +33,7 @@ from training.episodes import t_interval
 from training.errors import BadInputError, bad_input_exits
 from training.jsonsafe import dumps_strict
 from training.runs import RunRecord, load_run
-from training.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, welch_t
+from training.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, unit_means, welch_t
 
 logger = logging.getLogger("training.compare")
 
@@ -110,11 +112,13 @@ def compare(
     names = list(groups)
     raw = np.stack([group_scores(groups[g], ids) for g in names], axis=1)  # episodes x models
     scorable = ~np.isnan(raw).any(axis=1)
-    scores = raw[scorable]
+    episode_scores = raw[scorable]
+    rows = [e.row for e, ok in zip(sorted_by(runs[0], ids), scorable, strict=True) if ok]
+    units, scores = unit_means(episode_scores, rows)  # rows x models: the tests' unit of replication
     if len(scores) < 3:
-        raise ComparisonError(f"only {len(scores)} episodes are scorable in every run; need at least 3")
+        raise ComparisonError(f"only {len(scores)} rows have episodes scorable in every run; need at least 3")
 
-    edges = np.histogram_bin_edges(scores, bins=20)
+    edges = np.histogram_bin_edges(episode_scores, bins=20)
     models = []
     for j, name in enumerate(names):
         interval = t_interval(scores[:, j])
@@ -136,7 +140,7 @@ def compare(
             "convergence_step_mean": (float(np.mean([c.step for c in conv if c.step is not None]))
                                       if any(c.step is not None for c in conv) else None),
             "score_histogram": {"edges": edges.tolist(),
-                                "counts": np.histogram(scores[:, j], bins=edges)[0].tolist()},
+                                "counts": np.histogram(episode_scores[:, j], bins=edges)[0].tolist()},
             "heldout_curve": curve_with_ci([r.heldout_history for r in groups[name] if r.heldout_history]),
             "train_curve": curve_with_ci([r.train_curve for r in groups[name] if r.train_curve]),
         })
@@ -158,7 +162,7 @@ def compare(
     ranking = sorted(names, key=lambda n: -models[names.index(n)]["mean"])
     return {
         "episodes": {"total": len(ids), "scorable_in_all": int(scorable.sum()),
-                     "left_out": int((~scorable).sum())},
+                     "left_out": int((~scorable).sum()), "units": len(units)},
         "models": models,
         "omnibus": omnibus(scores, normality_alpha).as_json(),
         "pairwise": pairwise,

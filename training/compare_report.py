@@ -28,8 +28,9 @@ def markdown(result: dict) -> str:
     lines = ["# Comparison", ""]
     eps = result["episodes"]
     lines += [f"{eps['scorable_in_all']} paired episodes ({eps['left_out']} of {eps['total']} left out: unscorable in "
-              f"some run). Family-wise alpha {settings['alpha']} (Holm). A model is a group of runs (seeds); its "
-              "score on an episode is the mean over its runs.", ""]
+              f"some run) over {eps['units']} held-out rows; a row's episodes are averaged first, so n below counts "
+              f"rows, the independent unit. Family-wise alpha {settings['alpha']} (Holm). A model is a group of "
+              "runs (seeds); its score on an episode is the mean over its runs.", ""]
     lines += ["## Ranking", "",
               "| rank | model | runs | mean [95% CI] | std | success rate | per-seed means | convergence step |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -68,7 +69,7 @@ def markdown(result: dict) -> str:
 
 def plot_distributions(result: dict, path: Path) -> Path:
     """Left: each model's distribution of per-episode scores (mean over its seeds). Right: per-seed mean scores and
-    the model's mean with its 95% CI over episodes."""
+    the model's mean with its 95% CI over held-out rows (per-row means)."""
     fig, (hist_ax, ax) = plt.subplots(1, 2, figsize=(11, 4), dpi=120)
     for m in result["models"]:
         hist = m["score_histogram"]
@@ -82,7 +83,7 @@ def plot_distributions(result: dict, path: Path) -> Path:
         ax.scatter([x] * len(run_means), run_means, alpha=0.6, label="per-seed mean" if x == 0 else None)
         if m["ci95"] is not None:
             ax.errorbar([x + 0.15], [m["mean"]], yerr=[[m["mean"] - m["ci95"][0]], [m["ci95"][1] - m["mean"]]],
-                        fmt="o", color="black", capsize=4, label="mean, 95% CI over episodes" if x == 0 else None)
+                        fmt="o", color="black", capsize=4, label="mean, 95% CI over rows" if x == 0 else None)
     ax.set_xticks(range(len(result["models"])), [m["name"] for m in result["models"]], rotation=20)
     ax.set_ylabel("held-out score")
     ax.set_title("model means")

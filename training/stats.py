@@ -8,7 +8,9 @@ Built on `scipy.stats` and `statsmodels`; the choices between tests are made her
   (t = d_z sqrt(n) follows a noncentral t with n-1 df and noncentrality delta sqrt(n));
 * several models: one-way repeated-measures ANOVA (statsmodels `AnovaRM`; episodes are the subjects), or the
   Friedman test when the ANOVA's residuals are far from normal;
-* multiple comparisons: Holm's step-down correction (statsmodels `multipletests(method="holm")`).
+* multiple comparisons: Holm's step-down correction (statsmodels `multipletests(method="holm")`);
+* the unit of replication: episodes of one unit (samples of one prompt, episodes of one SCM) share that unit and are
+  not independent, so they are averaged within the unit first (`unit_means`) and the tests run over units.
 """
 
 from __future__ import annotations
@@ -24,6 +26,21 @@ from statsmodels.stats.anova import AnovaRM
 from statsmodels.stats.multitest import multipletests
 
 NORMALITY_ALPHA = 0.05
+
+
+def unit_means(values, units) -> tuple[list, np.ndarray]:
+    """`values` (n episodes, or n episodes x k models) averaged within each unit: (the units in first-seen order,
+    their means, one row per unit)."""
+    values = np.asarray(values, float)
+    order = list(dict.fromkeys(units))
+    index = {u: i for i, u in enumerate(order)}
+    rows = np.array([index[u] for u in units])
+    if len(rows) != len(values):
+        raise ValueError(f"{len(values)} values but {len(rows)} unit labels")
+    sums = np.zeros((len(order), *values.shape[1:]))
+    np.add.at(sums, rows, values)
+    counts = np.bincount(rows, minlength=len(order)).reshape(-1, *([1] * (values.ndim - 1)))
+    return order, sums / counts
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from training.causal.results import seed_averaged, significance, table
+from training.causal.results import scm_averaged, significance, table
+from training.stats import compare_paired
 
 
 def records(shift: float, seed: int, n: int = 40) -> list[dict]:
@@ -21,9 +22,28 @@ def write(path, recs):
     return str(path)
 
 
-def test_seed_averaged_means_each_episode_over_the_seeds():
-    by_seed = {"0": [{"row": 0, "episode": 1, "regret": 1.0}], "1": [{"row": 0, "episode": 1, "regret": 3.0}]}
-    assert seed_averaged(by_seed, "regret") == {(0, 1): 2.0}
+def test_scm_averaged_means_each_scm_over_its_episodes_and_the_seeds():
+    by_seed = {"0": [{"row": 0, "episode": 1, "regret": 1.0}, {"row": 0, "episode": 0, "regret": 2.0},
+                     {"row": 3, "episode": 0, "regret": 5.0}],
+               "1": [{"row": 0, "episode": 1, "regret": 3.0}, {"row": 0, "episode": 0, "regret": 6.0}]}
+    assert scm_averaged(by_seed, "regret") == {0: 3.0, 3: 5.0}
+
+
+def test_the_unit_is_the_scm_not_the_episode():
+    """4 episodes per SCM share a per-SCM effect whose mean is small against its spread: over the 80 episodes the
+    difference looks real, over the 20 SCMs it is not."""
+    rng = np.random.default_rng(2)
+    effect = rng.normal(0.1, 0.3, 20)
+    base_regret = 1.0 + rng.normal(0, 0.01, 80)
+    rows = np.arange(80) // 4
+    other_regret = base_regret - effect[rows] + rng.normal(0, 0.01, 80)
+    assert compare_paired(other_regret, base_regret).p < 0.05  # what a test over episodes would say
+    base, other = ([{"row": int(row), "episode": i % 4, "decoding": "sampled", "regret": float(x), "parent_f1": 0.5,
+                     "info_gain": 0.3, "reward": 0.4} for i, (row, x) in enumerate(zip(rows, regret))]
+                   for regret in (base_regret, other_regret))
+    lines = significance({"other": {"0": other}, "base": {"0": base}}, "base")
+    regret = next(line.split("|") for line in lines if line.startswith("| other | regret"))
+    assert float(regret[5]) > 0.05 and int(regret[8]) == 20  # p over SCMs, 20 units
 
 
 def test_a_better_policy_is_significant_after_holm_and_an_equal_one_is_not():

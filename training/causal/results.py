@@ -7,10 +7,11 @@ Each `LABEL=GLOB` is one policy; each file matching GLOB is one training seed (a
 train). Per file, the mean over its episodes (records with `--decoding`, default sampled; baselines' records are
 all kept) of final regret, parent F1, information gain and weighted reward; per policy, the mean ± std over its
 files and the per-file values. `--versus LABEL` adds, per seed, whether each policy beats LABEL on regret (lower)
-and information gain (higher), with the paired per-episode difference (same SCM and environment seed), and a test
-per policy and metric of whether the difference is real: per episode (row, episode: the same SCM and environment
-seed for every policy) the difference averaged over the seeds, then `training.stats.compare_paired` (paired t, or
-Wilcoxon when the differences are far from normal) with Cohen's d_z, Holm-adjusted over every test in the table.
+and information gain (higher), with the paired difference over held-out SCMs, and a test per policy and metric of
+whether the difference is real. The unit of replication is the SCM (the record's `row`): its episodes share it and
+are not independent, so each SCM's metric is averaged over its episodes (and the seeds), then
+`training.stats.compare_paired` (paired t, or Wilcoxon when the differences are far from normal) runs over SCMs,
+with Cohen's d_z, Holm-adjusted over every test in the table.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 
 import numpy as np
 
-from training.stats import compare_paired, holm
+from training.stats import compare_paired, holm, unit_means
 
 METRICS = ("regret", "parent_f1", "info_gain", "reward")
 
@@ -57,7 +58,7 @@ def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> 
                           for v in per_seed[label].values())
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {seeds} |")
     if versus:
-        lines += ["", f"Against `{versus}`, per seed (paired per-episode difference, mean ± s.e.):", "",
+        lines += ["", f"Against `{versus}`, per seed (paired difference over SCMs, mean ± s.e.):", "",
                   "| policy | seed | regret: lower? (diff) | info gain: higher? (diff) |", "| --- | --- | --- | --- |"]
         for label in policies:
             if label == versus:
@@ -68,7 +69,7 @@ def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> 
                 pairs = [(r, key[(r["row"], r["episode"])]) for r in recs if (r["row"], r["episode"]) in key]
                 cells = []
                 for m, sign in (("regret", -1), ("info_gain", 1)):
-                    d = np.array([a[m] - b[m] for a, b in pairs])
+                    _, d = unit_means([a[m] - b[m] for a, b in pairs], [a["row"] for a, _ in pairs])  # per SCM
                     won = sign * d.mean() > 0
                     cells.append(f"{'yes' if won else 'NO'} ({d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f})")
                 lines.append(f"| {label} | {seed} | " + " | ".join(cells) + " |")
@@ -76,13 +77,11 @@ def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> 
     return "\n".join(lines)
 
 
-def seed_averaged(episodes: dict[str, list[dict]], metric: str) -> dict[tuple[int, int], float]:
-    """Per episode (row, episode), the metric averaged over the seeds (files) that played it."""
-    values: dict[tuple[int, int], list[float]] = {}
-    for recs in episodes.values():
-        for r in recs:
-            values.setdefault((r["row"], r["episode"]), []).append(float(r[metric]))
-    return {k: float(np.mean(v)) for k, v in values.items()}
+def scm_averaged(episodes: dict[str, list[dict]], metric: str) -> dict[int, float]:
+    """Per held-out SCM (row), the metric averaged over its episodes and the seeds (files) that played them."""
+    records = [r for recs in episodes.values() for r in recs]
+    rows, means = unit_means([float(r[metric]) for r in records], [r["row"] for r in records])
+    return dict(zip(rows, means.tolist(), strict=True))
 
 
 def significance(episodes: dict[str, dict[str, list[dict]]], versus: str) -> list[str]:
@@ -92,17 +91,17 @@ def significance(episodes: dict[str, dict[str, list[dict]]], versus: str) -> lis
         if label == versus:
             continue
         for metric in ("regret", "parent_f1", "info_gain"):
-            a, b = seed_averaged(episodes[label], metric), seed_averaged(episodes[versus], metric)
+            a, b = scm_averaged(episodes[label], metric), scm_averaged(episodes[versus], metric)
             common = sorted(set(a) & set(b))
             if len(common) < 3:
-                raise ValueError(f"{label} and {versus} share {len(common)} episodes: too few to compare")
+                raise ValueError(f"{label} and {versus} share {len(common)} SCMs: too few to compare")
             rows.append((label, metric, compare_paired([a[k] for k in common], [b[k] for k in common])))
     if not rows:
         return []
     _, adjusted = holm([c.p for _, _, c in rows])
-    lines = [f"Is the difference from `{versus}` real? Per episode, the seed-averaged difference; Holm over "
-             f"{len(rows)} tests:", "",
-             "| policy | metric | mean diff | test | p | p (Holm) | d_z | episodes |",
+    lines = [f"Is the difference from `{versus}` real? Per held-out SCM, the difference of its episode- and "
+             f"seed-averaged metric; Holm over {len(rows)} tests:", "",
+             "| policy | metric | mean diff | test | p | p (Holm) | d_z | SCMs |",
              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for (label, metric, c), p_holm in zip(rows, adjusted, strict=True):
         d_z = "n/a" if c.d_z is None else f"{c.d_z:+.2f}"
