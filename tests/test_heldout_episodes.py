@@ -203,3 +203,15 @@ def test_a_finished_run_leaves_its_final_episodes_beside_the_summary(launched_cp
     final = strict_load((out / "eval_summary.json").read_text())
     assert final["step"] == summary["global_step"] and final["eval_seed"] == summary["training_args"]["seed"]
     assert (out / "heldout" / "step-000000" / "eval.jsonl").exists()  # the evaluation before training
+
+
+def test_runs_trained_with_different_seeds_are_paired_by_default(make_trainer, rows):
+    """The evaluation's seed belongs to the evaluation: two runs trained with seeds 0 and 1 and no heldout_seed
+    play the same episode seeds, so `training.compare` pairs them."""
+    seeds = []
+    for seed in (0, 1):
+        trainer = make_trainer(reward_funcs=[_none_for_odd_rows], heldout_samples_per_prompt=2, seed=seed)
+        trainer.heldout_rows = [{**r, "row_id": i} for i, r in enumerate(rows[:2])]
+        trainer.heldout.record()
+        seeds.append([e.seed for e in read_episodes(f"{trainer.args.output_dir}/heldout/step-000000/eval.jsonl")])
+    assert seeds[0] == seeds[1] == [episode_seed(0, r, s) for r in range(2) for s in range(2)]

@@ -82,12 +82,13 @@ class StrictGRPOConfig(GRPOConfig):
             "reward, which GRPO optimises); `heldout/greedy_reward` is logged beside it."
         },
     )
-    heldout_seed: int | None = field(
-        default=None,
+    heldout_seed: int = field(
+        default=0,
         metadata={
             "help": "Seed of the held-out episodes: episode (row r, sample s) samples from its own seed derived from "
             "(heldout_seed, r, s), so runs evaluated with the same heldout_seed see the same prompts and random "
-            "numbers (paired comparisons; training/episodes.py). None: the training `seed`."
+            "numbers (paired comparisons; training/episodes.py). It belongs to the evaluation, not to the run: runs "
+            "trained with different `seed`s are paired by default."
         },
     )
     tracking_group: str | None = field(

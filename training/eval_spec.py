@@ -70,6 +70,7 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
         max_new_tokens=int(train.get("max_completion_length") or 256),
         samples_per_prompt=int(train.get("heldout_samples_per_prompt", 4)),
         max_rows=int(train.get("heldout_max_samples", 200)),
+        # None: a run recorded when heldout_seed defaulted to the training seed, evaluated as it evaluated itself
         eval_seed=int(train.get("seed", 0) if heldout_seed is None else heldout_seed),
         max_tool_calls=int(train.get("max_tool_calls_per_episode", 4)),
         max_tool_calling_iterations=train.get("max_tool_calling_iterations"),

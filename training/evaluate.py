@@ -7,8 +7,8 @@
 
 Writes `DIR/eval.jsonl` (one episode per line: episode id = (row, sample), its seed, score, reward components,
 success) and `DIR/eval_summary.json` (n, mean, std, t-based 95% CI, success rate, unscorable count, and what was
-evaluated how). Episodes are paired: under the same `--eval-seed` (default: the run's `heldout_seed`, else its
-`seed`) every model sees the same prompts and the same random numbers, so `python -m training.compare` can match
+evaluated how). Episodes are paired: under the same `--eval-seed` (default: the run's `heldout_seed`, 0 unless set;
+a run recorded before that default, its `seed`) every model sees the same prompts and the same random numbers, so `python -m training.compare` can match
 them. The task comes from the recipe (training/eval_tasks.py) or `--task`.
 """
 
@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--baseline", help="a non-model baseline policy of the task instead of a model")
     parser.add_argument("--task", help=f"evaluation task (default: from the recipe); one of {sorted(TASKS)}")
     parser.add_argument("--out", help="output directory for eval.jsonl and eval_summary.json")
-    parser.add_argument("--eval-seed", type=int, help="episode seed base (default: the run's heldout_seed or seed)")
+    parser.add_argument("--eval-seed", type=int, help="episode seed base (default: the run's heldout_seed)")
     parser.add_argument("--samples-per-prompt", type=int, help="sampled episodes per held-out row")
     parser.add_argument("--max-rows", type=int, help="held-out rows to use (the first N)")
     parser.add_argument("--greedy", action="store_true", help="one greedy episode per row instead of sampled ones")

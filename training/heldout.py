@@ -55,9 +55,8 @@ class HeldoutEvaluation:
 
     @property
     def seed(self) -> int:
-        """The evaluation seed: `heldout_seed` when set, else the training seed."""
-        seed = getattr(self.trainer.args, "heldout_seed", None)
-        return self.trainer.args.seed if seed is None else seed
+        """The evaluation seed: `heldout_seed` (a plain `GRPOConfig` carried over has none: its default, 0)."""
+        return getattr(self.trainer.args, "heldout_seed", 0)
 
     def evaluate(self) -> dict[str, float]:
         trainer = self.trainer

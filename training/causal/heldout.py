@@ -38,7 +38,7 @@ def run_weights(trainer) -> dict[str, float]:
 
 def causal_heldout(trainer, rows: list[dict] | None = None, seed: int | None = None) -> tuple[dict[str, float], list[dict]]:
     """The held-out means and the episodes' records, on `rows` (default: the trainer's held-out rows) from torch
-    seed `seed` (default: the training seed)."""
+    seed `seed` (default: the evaluation's, `heldout_seed`)."""
     if not is_causal(trainer):
         raise ValueError(f"causal_heldout needs a CausalEnv environment_factory, got {trainer.environment_factories}")
     rows = (trainer.heldout.rows if rows is None else rows)[: trainer.args.heldout_max_samples]
@@ -54,7 +54,7 @@ def causal_heldout(trainer, rows: list[dict] | None = None, seed: int | None = N
     sampling = {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k}
     with full_weights_for_generation(model, trainer.accelerator):
         sampled = lm_episodes(model, **common, sampling=sampling, episodes=trainer.args.heldout_samples_per_prompt,
-                              seed=trainer.args.seed if seed is None else seed)
+                              seed=trainer.heldout.seed if seed is None else seed)
         greedy = lm_episodes(model, **common, sampling=None, episodes=1)
     values = {f"heldout/{k}": v for k, v in summarise(sampled).items() if k in SAMPLED_KEYS}
     values.update({f"heldout/greedy_{k}": v for k, v in summarise(greedy).items() if k in GREEDY_KEYS})
