@@ -5,6 +5,7 @@ import json
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 from scipy import stats
@@ -201,8 +202,16 @@ def test_a_finished_run_leaves_its_final_episodes_beside_the_summary(launched_cp
     assert len(episodes) == 4 * summary["training_args"]["heldout_samples_per_prompt"]  # --heldout_max_samples 4
     assert summarize(episodes).mean == pytest.approx(summary["heldout_reward_after"])
     final = strict_load((out / "eval_summary.json").read_text())
-    assert final["step"] == summary["global_step"] and final["eval_seed"] == summary["training_args"]["seed"]
+    assert final["step"] == summary["global_step"] and final["eval_seed"] == summary["training_args"]["heldout_seed"]
     assert (out / "heldout" / "step-000000" / "eval.jsonl").exists()  # the evaluation before training
+    # the end-of-run change: per held-out row, the final minus the step-0 mean reward, over the rows
+    (change,) = summary["heldout_change"]
+    start = read_episodes(out / "heldout" / "step-000000")
+    per_row = {r: np.mean([e.score for e in start if e.row == r]) - np.mean([e.score for e in episodes if e.row == r])
+               for r in {e.row for e in episodes}}
+    assert change["metric"] == "reward" and change["rows"] == 4
+    assert change["diff"] == pytest.approx(-np.mean(list(per_row.values())))
+    assert change["ci95"][0] <= change["diff"] <= change["ci95"][1] and change["verdict"]
 
 
 def test_runs_trained_with_different_seeds_are_paired_by_default(make_trainer, rows):

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from training.distributed import full_weights_for_generation
 from training.envs.evaluation import TOOL_ERROR, environment_success
-from training.episodes import Episode, summarize, write_episodes
+from training.episodes import EVAL_FILE, Episode, read_episodes, summarize, write_episodes
 from training.evaluation import heldout_episodes
+from training.heldout_change import MetricChange, changes, row_means
 from training.jsonsafe import dumps_strict
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,29 @@ class HeldoutEvaluation:
             values["heldout/nan_count"] = float(summarize(sampled_episodes).nan_count)
             self._warn_unscorable(sampled_episodes)
         return values, sampled_episodes, greedy_episodes
+
+    def row_metrics(self, step: int) -> tuple[dict[str, dict[int, float]], dict[str, str]] | None:
+        """Per held-out row, the metrics of the evaluation at optimizer step `step` averaged over its sampled
+        episodes (read from its files), with which way each is better; None when that evaluation left no files."""
+        directory = step_dir(self.trainer.args.output_dir, step)
+        if self.trainer.environment_factories is not None:
+            from training.causal import heldout as causal  # imported by environment runs only
+
+            if causal.is_causal(self.trainer):
+                return causal.row_metrics(directory / CAUSAL_FILE)
+        if not (directory / EVAL_FILE).exists():
+            return None
+        return {"reward": row_means((e.row, e.score) for e in read_episodes(directory))}, {"reward": "higher"}
+
+    def change_since_start(self) -> list[MetricChange]:
+        """The paired change of every held-out metric from the step-0 evaluation to the one at the current step
+        (training.heldout_change); empty before any step, or when either evaluation left no files (main process
+        only writes them)."""
+        step = self.trainer.state.global_step
+        start, final = (self.row_metrics(0), self.row_metrics(step)) if step > 0 else (None, None)
+        if start is None or final is None:
+            return []
+        return changes(start[0], final[0], final[1])
 
     def _warn_unscorable(self, episodes: list[Episode]) -> None:
         bad = [e for e in episodes if e.score is None]

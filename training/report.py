@@ -39,8 +39,9 @@ def write_run_summary(output_dir: str | Path, summary: dict) -> Path:
     return path
 
 
-def plot_reward_curve(output_dir: str | Path, heldout: list[dict]) -> Path:
-    """Train reward per logging step and held-out reward at each evaluation, against the optimizer step."""
+def plot_reward_curve(output_dir: str | Path, heldout: list[dict], changes=()) -> Path:
+    """Train reward per logging step and held-out reward at each evaluation, against the optimizer step; below it,
+    the paired held-out changes from step 0 (training.heldout_change.MetricChange) in words."""
     rows = [r for r in read_metrics(output_dir) if r.get("reward") is not None]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     ax.plot([r["step"] for r in rows], [r["reward"] for r in rows], label="train reward (sampled)", alpha=0.8)
@@ -53,7 +54,13 @@ def plot_reward_curve(output_dir: str | Path, heldout: list[dict]) -> Path:
     ax.set_title(Path(output_dir).name)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
+    if changes:
+        text = "Held-out change from step 0 (paired per row, 95% CI):\n" + "\n".join(c.sentence() for c in changes)
+        fig.set_size_inches(7, 4 + 0.22 * (len(changes) + 1))
+        fig.text(0.01, 0.01, text, fontsize=6.5, va="bottom", family="monospace")
+        fig.tight_layout(rect=(0, 0.05 * (len(changes) + 1) * 4 / (4 + 0.22 * (len(changes) + 1)), 1, 1))
+    else:
+        fig.tight_layout()
     path = Path(output_dir) / "reward_curve.png"
     fig.savefig(path)
     plt.close(fig)

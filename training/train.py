@@ -483,6 +483,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         record.set_heldout("after", trainer.state.global_step, after)
         trainer.heldout_history.append(dict(after))
     trainer.save_model(training_args.output_dir)
+    changes = trainer.heldout.change_since_start() if heldout_rows else []  # paired per held-out row, 95% CIs
     stopped_reason = trainer.wall_time_guard.stopped_reason or "completed"
     record.end(stopped_reason, trainer.state.global_step, trainer.heldout_history)  # wall time up to here
     before, after = before or {}, after or {}
@@ -505,11 +506,12 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         "heldout_greedy_reward_before": before.get("heldout/greedy_reward"),
         "heldout_greedy_reward_after": after.get("heldout/greedy_reward"),
         "heldout_history": trainer.heldout_history,
+        "heldout_change": [c.as_json() for c in changes],
         "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
     if trainer.accelerator.is_main_process:
         write_run_summary(training_args.output_dir, summary)
-        plot_reward_curve(training_args.output_dir, trainer.heldout_history)
+        plot_reward_curve(training_args.output_dir, trainer.heldout_history, changes)
         info = RunInfo(
             base_model=model_args.model_name_or_path,
             resolved_model_path=model_path,
@@ -532,6 +534,9 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
             summary["heldout_reward_before"],
             summary["heldout_reward_after"],
         )
+        if changes:
+            logger.info("Held-out change from step 0, paired per held-out row:\n  %s",
+                        "\n  ".join(c.sentence() for c in changes))
         if push is not None:
             dump_push_result(training_args.output_dir, publish(push, info, training_args.output_dir, model_args.dtype))
     return summary

@@ -14,13 +14,19 @@ format `python -m training.causal.results` reads.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from training.causal.env import CausalEnv
 from training.causal.evaluation import lm_episodes, summarise
 from training.causal.rewards import COMPONENTS
 from training.distributed import full_weights_for_generation
+from training.heldout_change import row_means
 
 SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
 GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
+# what the end of a run reports as paired changes from step 0 (training.heldout_change), and which way is better
+CHANGE_DIRECTIONS = {"regret": "lower", "parent_f1": "higher", "info_gain": "higher", "reward": "higher"}
 
 
 def is_causal(trainer) -> bool:
@@ -60,3 +66,14 @@ def causal_heldout(trainer, rows: list[dict] | None = None, seed: int | None = N
     values.update({f"heldout/greedy_{k}": v for k, v in summarise(greedy).items() if k in GREEDY_KEYS})
     records = [{**r, "decoding": "sampled"} for r in sampled] + [{**r, "decoding": "greedy"} for r in greedy]
     return values, records
+
+
+def row_metrics(records_file: str | Path) -> tuple[dict[str, dict[int, float]], dict[str, str]] | None:
+    """Per held-out SCM, each `CHANGE_DIRECTIONS` metric averaged over its sampled episodes in `records_file` (a
+    `causal_eval.jsonl`), with the directions; None when the file does not exist."""
+    path = Path(records_file)
+    if not path.exists():
+        return None
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    sampled = [r for r in records if r["decoding"] == "sampled"]
+    return {m: row_means((r["row"], r[m]) for r in sampled) for m in CHANGE_DIRECTIONS}, dict(CHANGE_DIRECTIONS)
