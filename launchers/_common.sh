@@ -33,21 +33,17 @@ parse_launcher_args() {
     esac
 }
 
-# Safe defaults for the strict flags the caller did not set; `python -m training.flags` validates them (exit 2
-# naming the flag on a bad value) and prints the values in force.
+# The strict flags in force, exported: the caller's values, and the safe defaults (training/flags.py, their one
+# source) for those unset. `python -m training.flags --export` validates them (exit 2 naming the flag on a bad value).
 export_strict_flags() {
-    export FORCE_RATE="${FORCE_RATE-0.0}"
-    export ASSIST_WARMUP="${ASSIST_WARMUP-0}"
-    export RL_DISABLE_FORCED="${RL_DISABLE_FORCED-1}"
-    export PPO_RECORD_AT_SAMPLE="${PPO_RECORD_AT_SAMPLE-1}"
-    export STRICT_TRAJ_KEYS="${STRICT_TRAJ_KEYS-1}"
-    local values
-    if ! values="$(cd "$REPO_ROOT" && "$PYTHON" -m training.flags)"; then
+    local exports
+    if ! exports="$(cd "$REPO_ROOT" && "$PYTHON" -m training.flags --export)"; then
         echo "error: refusing to launch with invalid strict flags (see above)" >&2
         exit 2
     fi
+    eval "$exports"
     echo "Strict flags in force:"
-    echo "$values" | sed 's/^/  /'
+    echo "$exports" | sed 's/^export /  /'
 }
 
 # Sets GPU_COUNT to the number of CUDA devices torch sees (one Python start, done at most once).

@@ -171,3 +171,22 @@ def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
     assert (out / "adapter_model.safetensors").exists()
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines if '"loss"' in line] == [1, 2]
+
+
+def test_the_launchers_export_what_training_flags_prints_with_one_source_of_defaults():
+    """The safe defaults live in training/flags.py alone: the launchers evaluate `python -m training.flags --export`
+    and the workflow runner gives its runs the same mapping."""
+    from types import SimpleNamespace
+
+    from training.flags import DEFAULTS
+    from training.workflow import run_env
+
+    script = 'eval "$("$PYTHON" -m training.flags --export)"; env'
+    proc = run(["bash", "-c", script], FORCE_RATE="0.25")
+    assert proc.returncode == 0, proc.stderr
+    exported = dict(line.split("=", 1) for line in proc.stdout.splitlines() if line.split("=", 1)[0] in DEFAULTS)
+    assert exported == {**DEFAULTS, "FORCE_RATE": "0.25"}
+    for text in ((REPO / "launchers" / "_common.sh").read_text(), (REPO / "training" / "workflow.py").read_text()):
+        assert "ASSIST_WARMUP" not in text  # no second copy of the defaults
+    env = {k: v for k, v in run_env(SimpleNamespace(name="w"), 1).items() if k in DEFAULTS}
+    assert env == {k: os.environ.get(k, v) for k, v in DEFAULTS.items()}

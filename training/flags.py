@@ -1,7 +1,8 @@
 """Strict flags: read once from the environment at start-up, validated, refused with a clear error when bad.
 
-The launchers export these with the safe defaults below; a Python entry point started without a launcher gets the
-same defaults.
+`DEFAULTS` below is the one place the safe defaults are written: a Python entry point started without a launcher
+gets them, the workflow runner gives them to its runs, and the launchers export what `python -m training.flags
+--export` prints (the flags in force, validated).
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def read_flags(environ: dict[str, str] | None = None) -> StrictFlags:
 
 
 if __name__ == "__main__":
-    # `python -m training.flags`: validate and print the flags in force (the launchers call this first).
+    # `python -m training.flags [--export]`: validate and print the flags in force, as NAME=VALUE lines or, with
+    # --export, as shell `export` lines that the launchers evaluate.
+    import shlex
     import sys
 
     try:
@@ -90,5 +93,6 @@ if __name__ == "__main__":
     except FlagError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    prefix = "export " if sys.argv[1:] == ["--export"] else ""
     for name, value in flags.as_env().items():
-        print(f"{name}={value}")
+        print(f"{prefix}{name}={shlex.quote(value)}")

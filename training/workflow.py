@@ -38,13 +38,12 @@ import psutil
 import yaml
 
 from training.errors import bad_input_exits
+from training.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
 from training.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
 
 RUN_FILE = "workflow_run.json"
 LOG_FILE = "train.log"
 RUN_OUTPUTS = ("metrics.jsonl", "run_summary.json", "reward_curve.png", "adapter_model.safetensors", "eval.jsonl")
-STRICT_FLAG_DEFAULTS = {"FORCE_RATE": "0.0", "ASSIST_WARMUP": "0", "RL_DISABLE_FORCED": "1",
-                        "PPO_RECORD_AT_SAMPLE": "1", "STRICT_TRAJ_KEYS": "1"}  # as launchers/_common.sh
 BASE_MODEL_KEYS = ("model_name_or_path", "model_seed", "warm_start_steps", "warm_start_lr", "warm_start_tool_call_rate",
                    "train_file", "environment_factory", "system_prompt_file", "chat_template_kwargs")
 TAIL_LINES = 25
@@ -118,7 +117,7 @@ def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: 
 
 def run_env(workflow: Workflow, threads: int) -> dict:
     env = dict(os.environ)
-    for flag, value in STRICT_FLAG_DEFAULTS.items():
+    for flag, value in STRICT_FLAG_DEFAULTS.items():  # the launchers' defaults too (training/flags.py)
         env.setdefault(flag, value)
     env.update(OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
     env.setdefault("WANDB_PROJECT", workflow.name)
