@@ -242,3 +242,28 @@ def test_changed_data_under_the_same_file_name_is_refused(tmp_path):
     data.write_text("".join(data.read_text().splitlines(keepends=True)[:-1]))
     with pytest.raises(RecipeChangeError, match=r"train_file:sha256 \('[0-9a-f]{64}' -> '[0-9a-f]{64}'\); the model"):
         attempt_recipe(script_args, training_args, model_args, resume=True)
+
+
+def test_resume_applies_an_accepted_learning_rate_and_free_fields_and_refuses_the_rest(tmp_path, monkeypatch, capsys):
+    base = tmp_path / "base"
+    train.main(args(base, "--max_steps", "2"))
+    same, faster = tmp_path / "same", tmp_path / "faster"
+    shutil.copytree(base, same)
+    shutil.copytree(base, faster)
+    resume = ["--resume_from_checkpoint", "true", "--max_steps", "4"]
+
+    line = cli_error(monkeypatch, capsys, [*args(faster, *resume), "--learning_rate", "0.03"])
+    assert "learning_rate (0.003 -> 0.03); pass --accept_recipe_changes learning_rate" in line
+    line = cli_error(monkeypatch, capsys, [*args(faster, *resume), "--lora_r", "8"])
+    assert "lora_r (16 -> 8); the model, the LoRA shape, the reward functions and the data cannot change" in line
+
+    train.main(args(same, *resume))
+    summary = train.main([*args(faster, *resume), "--learning_rate", "0.03", "--accept_recipe_changes",
+                          "learning_rate", "--logging_steps", "2"])  # fmt: skip
+    assert [(m["step"], m["learning_rate"]) for m in metrics(same)] == [(1, 3e-3), (2, 3e-3), (3, 3e-3), (4, 3e-3)]
+    assert [(m["step"], m["learning_rate"]) for m in metrics(faster)] == [(1, 3e-3), (2, 3e-3), (4, 3e-2)]
+    assert summary["training_args"]["learning_rate"] == 0.03
+    changes = json.loads((faster / "run_record.json").read_text())["attempts"][-1]["recipe_changes"]
+    assert changes["learning_rate"] == {"from": 0.003, "to": 0.03} and changes["logging_steps"] == {"from": 1, "to": 2}
+    got, old_lr = (load_file(d / "adapter_model.safetensors") for d in (faster, same))
+    assert any(not torch.equal(got[k], old_lr[k]) for k in got)
