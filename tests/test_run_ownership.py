@@ -149,6 +149,21 @@ def test_the_command_line_refuses_a_directory_in_use(tmp_path, monkeypatch, caps
     assert not (out / "run_record.json").exists()  # the refused writer wrote nothing
 
 
+def test_a_fresh_run_checks_the_directory_again_once_it_holds_the_lock(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    real_prepare = train.prepare
+
+    def another_run_finishes_meanwhile(argv):
+        run = real_prepare(argv)
+        (out / "metrics.jsonl").write_text('{"step": 1, "loss": 0.1}\n')
+        return run
+
+    monkeypatch.setattr(train, "prepare", another_run_finishes_meanwhile)
+    line = cli_error(monkeypatch, capsys, args(out, "--max_steps", "2"))
+    assert "already holds an earlier run (metrics.jsonl)" in line
+    assert (out / "metrics.jsonl").read_text() == '{"step": 1, "loss": 0.1}\n' and not (out / "run_record.json").exists()
+
+
 # ---- checkpoints verified by content ------------------------------------------------------------------------------
 def test_a_checkpoint_with_flipped_bytes_is_set_aside_as_corrupt(tmp_path, caplog):
     for step in (2, 4):

@@ -377,16 +377,20 @@ def begin_attempt(run: RunInputs, started: float) -> tuple[Path | None, RunRecor
     ones set aside; None: from scratch), metrics.jsonl cut back to it, and the run record with this attempt open."""
     args = run.training_args
     is_main = args.process_index == 0
+    if is_main and not run.resume:
+        check_output_dir(args)  # again, under the lock: a run on this directory may have finished since `prepare`
+    # Every rank compares with the recorded recipe before the main process records this attempt's (the block below
+    # holds it until the other ranks reach it), so all apply the same changes.
+    recipe, changes = attempt_recipe(run.script_args, args, run.model_args, run.resume)
     checkpoint = None
-    if run.resume is True:
-        with args.main_process_first(desc="choosing the checkpoint to resume"):
+    with args.main_process_first(desc="choosing the checkpoint to resume"):
+        if run.resume is True:
             checkpoint = prepare_resume(args.output_dir)
-    elif run.resume:
+    if run.resume and run.resume is not True:
         checkpoint = Path(run.resume)
     resume_step = json.loads((checkpoint / TRAINER_STATE).read_text())["global_step"] if checkpoint else 0
     if is_main:
         keep_metrics_up_to(Path(args.output_dir) / "metrics.jsonl", resume_step)
-    recipe, changes = attempt_recipe(run.script_args, args, run.model_args, run.resume)
     record = RunRecord.begin(
         args.output_dir,
         resume=bool(run.resume),
