@@ -225,6 +225,7 @@ def test_twenty_kills_resume_to_the_uninterrupted_adapter(tmp_path):
     # ---- nothing half-written left where a resume would look ----------------------------------------------------
     for path in out.glob("checkpoint-*"):
         assert incompleteness(path) is None, path
+    assert not [p.name for p in out.glob("*.tmp-*")]  # killed writers' temporaries, removed by the next writer
     for path in (out / "incomplete").glob("checkpoint-*") if (out / "incomplete").exists() else []:
         assert not (path / MARKER).exists() or incompleteness(path) is not None
 
