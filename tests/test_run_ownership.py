@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers.trainer_callback import TrainerState
 
 from training import atomic, train
 from training.atomic import atomic_write_text
@@ -27,7 +28,7 @@ from training.callbacks import MetricsJsonlCallback
 from training.checkpoints import incompleteness, mark_complete, prepare_resume
 from training.fault_injection import TEST_FAULT_ENV
 from training.run_lock import OutputDirInUseError, holding_output_dir
-from training.run_recipe import RecipeChangeError, attempt_recipe, check_resume_recipe
+from training.run_recipe import ApplyRecipeOnResume, RecipeChangeError, attempt_recipe, check_resume_recipe
 from training.run_record import RunRecord
 
 RECIPE = "recipes/tiny_cpu.yaml"
@@ -282,3 +283,35 @@ def test_resume_applies_an_accepted_learning_rate_and_free_fields_and_refuses_th
     assert changes["learning_rate"] == {"from": 0.003, "to": 0.03} and changes["logging_steps"] == {"from": 1, "to": 2}
     got, old_lr = (load_file(d / "adapter_model.safetensors") for d in (faster, same))
     assert any(not torch.equal(got[k], old_lr[k]) for k in got)
+
+
+def test_applying_accepted_changes_replaces_what_the_checkpoint_restored():
+    """The optimizer and scheduler as transformers leaves them after loading a checkpoint of a run at lr 0.003 with
+    a linear decay over 10 steps, at step 4; the new recipe: lr 0.03 over 20 steps, other betas, epsilon, decay."""
+    params = [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))]
+    groups = [{"params": [params[0]], "weight_decay": 0.1}, {"params": [params[1]], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=0.003, betas=(0.9, 0.999), eps=1e-8)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / 20)
+    for _ in range(4):
+        optimizer.step()
+        scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.003 * 0.8)
+    new = type("Args", (), dict(learning_rate=0.03, adam_beta1=0.5, adam_beta2=0.9, adam_epsilon=1e-6,
+                                weight_decay=0.2, logging_steps=3, eval_steps=None, save_steps=5))()  # fmt: skip
+    state = TrainerState(global_step=4, max_steps=20, logging_steps=1, save_steps=2)
+    changes = {k: {"from": None, "to": None} for k in ("learning_rate", "adam_beta1", "adam_epsilon")}
+    changes["weight_decay"] = {"from": 0.1, "to": 0.2}
+    ApplyRecipeOnResume(changes).on_train_begin(new, state, None, optimizer=optimizer, lr_scheduler=scheduler)
+    assert scheduler.base_lrs == [0.03, 0.03] and scheduler.get_last_lr() == [0.03 * 0.8] * 2
+    assert [g["lr"] for g in optimizer.param_groups] == [0.03 * 0.8] * 2
+    assert [g["betas"] for g in optimizer.param_groups] == [(0.5, 0.9)] * 2
+    assert [g["eps"] for g in optimizer.param_groups] == [1e-6] * 2
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.2, 0.0]  # the no-decay group stays at 0
+    assert (state.logging_steps, state.save_steps) == (3, 5)
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.03 * 0.75)
+
+    plain = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+    with pytest.raises(RecipeChangeError, match="learning_rate changed on resume, but the scheduler StepLR"):
+        ApplyRecipeOnResume({"learning_rate": {}}).on_train_begin(new, state, None, optimizer=optimizer,
+                                                                  lr_scheduler=plain)  # fmt: skip
