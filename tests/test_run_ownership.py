@@ -35,7 +35,8 @@ RECIPE = "recipes/tiny_cpu.yaml"
 TINY = ["--warm_start_steps", "0", "--reward_funcs", "tests.support.tiny_trainer.length_reward", "--reward_weights", "1.0",
         "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
         "--heldout_max_samples", "4", "--heldout_samples_per_prompt", "1", "--heldout_eval_steps", "0",
-        "--strict_health", "false", "--disable_tqdm", "true", "--save_total_limit", "1", "--save_steps", "2"]  # fmt: skip
+        "--strict_health", "false", "--disable_tqdm", "true", "--save_total_limit", "1",
+        "--save_steps", "2"]  # fmt: skip
 
 
 def args(out: Path, *extra: str) -> list[str]:
@@ -101,7 +102,8 @@ def test_a_full_disk_writing_the_run_record_is_one_error_line_naming_it(tmp_path
     monkeypatch.setattr(atomic, "open", full_for_the_record, raising=False)
     out = tmp_path / "run"
     line = cli_error(monkeypatch, capsys, args(out, "--max_steps", "2"))
-    assert line == f"error: disk full (ENOSPC) while writing {out / 'run_record.json'}; there is no complete checkpoint yet"
+    record = out / "run_record.json"
+    assert line == f"error: disk full (ENOSPC) while writing {record}; there is no complete checkpoint yet"
 
 
 # ---- one writer at a time -----------------------------------------------------------------------------------------
@@ -162,7 +164,8 @@ def test_a_fresh_run_checks_the_directory_again_once_it_holds_the_lock(tmp_path,
     monkeypatch.setattr(train, "prepare", another_run_finishes_meanwhile)
     line = cli_error(monkeypatch, capsys, args(out, "--max_steps", "2"))
     assert "already holds an earlier run (metrics.jsonl)" in line
-    assert (out / "metrics.jsonl").read_text() == '{"step": 1, "loss": 0.1}\n' and not (out / "run_record.json").exists()
+    assert (out / "metrics.jsonl").read_text() == '{"step": 1, "loss": 0.1}\n'
+    assert not (out / "run_record.json").exists()
 
 
 # ---- checkpoints verified by content ------------------------------------------------------------------------------
