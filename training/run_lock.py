@@ -3,10 +3,11 @@ until it has written its last file.
 
 The kernel releases a `flock` when its holder dies, so a killed run never leaves the directory locked (the file
 stays; only the lock counts). A second writer (a second run started at once, or a resume started while the run
-goes on) stops with one `error:` line naming the directory and the holder (its pid, host, start time and command,
-which the holder writes into the file). Only the main process of a launch takes it; the other ranks write nothing
-there that the main process does not coordinate. `flock` is local to a machine on some network filesystems (NFS
-before v4, some FUSE mounts): two machines writing one directory there are not stopped.
+goes on) stops with one `error:` line naming the directory and the holder (its pid, host and start time, which the
+holder writes into the file; not its command line, which may carry a token). Only the main process of a launch
+takes it; the other ranks write nothing there that the main process does not coordinate. `flock` is local to a
+machine on some network filesystems (NFS before v4, some FUSE mounts): two machines writing one directory there are
+not stopped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import fcntl
 import json
 import os
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,9 +33,7 @@ class OutputDirInUseError(BadInputError):
 def _holder_text(path: Path) -> str:
     try:
         holder = json.loads(path.read_text())
-        return (
-            f"pid {holder['pid']} on {holder['host']}, started {holder['started_at']}: {' '.join(holder['argv'])}"
-        )
+        return f"pid {holder['pid']} on {holder['host']}, started {holder['started_at']}"
     except (OSError, ValueError, KeyError, TypeError):  # it is between truncating and writing the file
         return "a process that has not yet written who it is"
 
@@ -60,7 +58,6 @@ def holding_output_dir(output_dir: str | Path, enabled: bool = True) -> Iterator
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "argv": [sys.executable, *sys.argv],
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
