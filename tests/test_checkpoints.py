@@ -119,7 +119,7 @@ def test_a_silently_truncated_file_is_caught_before_the_marker(tmp_path):
 
 def test_run_record_closes_killed_attempts_and_drops_evaluations_after_the_checkpoint(tmp_path):
     first = RunRecord.begin(tmp_path, resume=False, resume_step=0, resumed_from=None, started_monotonic=0.0)
-    first.set_heldout("before", 0, {"heldout/reward": 0.1})
+    first.set_heldout("before", 0, {"heldout/reward": 0.1}, [{"step": 0, "heldout/reward": 0.1}])
     first.heartbeat(6, [{"step": 0, "heldout/reward": 0.1}, {"step": 4, "x": 1}, {"step": 6, "x": 2}])
     # killed here: no end
     second = RunRecord.begin(tmp_path, resume=True, resume_step=4, resumed_from="checkpoint-4", started_monotonic=0.0)

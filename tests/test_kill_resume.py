@@ -3,7 +3,9 @@ with nothing lost and no hand cleanup, and its adapter equals an uninterrupted r
 
 Kill points (seeded): while the tiny-Qwen3 model cache is written, during the warm start, inside a checkpoint write
 (the test-only hook `STRICT_GRPO_TEST_KILL_IN_CHECKPOINT`: half of a file, or every file but not the marker), right
-after a step was logged, and at a random time (setup, held-out evaluations, the final save and summary).
+after a step was logged, and at a random time (setup, held-out evaluations, the final save and summary); then, at the
+end, inside the final evaluation, right after it is recorded and inside the final save (the test-only hook
+`STRICT_GRPO_TEST_FAULT`), with a second writer started while one runs (refused: the directory is locked).
 `save_total_limit=1`, so a rotation that ran before the newest checkpoint was complete would lose everything.
 """
 
@@ -24,6 +26,7 @@ import torch
 from safetensors.torch import load_file
 
 from training.checkpoints import MARKER, TEST_KILL_ENV, incompleteness
+from training.fault_injection import TEST_FAULT_ENV
 from training.run_record import INTERRUPTED
 
 pytestmark = pytest.mark.slow
@@ -42,7 +45,7 @@ class Attempt:
     """One `python -m training.train` process, its stderr collected as it comes."""
 
     def __init__(self, out: Path, cache: Path, resume: bool, extra_env: dict[str, str] | None = None):
-        env = {k: v for k, v in os.environ.items() if k != TEST_KILL_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in (TEST_KILL_ENV, TEST_FAULT_ENV)}
         env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(Path.cwd()), STRICT_GRPO_CACHE=str(cache), PYTHONUNBUFFERED="1")
         env.update(extra_env or {})
         cmd = [sys.executable, "-m", "training.train", *ARGS, "--output_dir", str(out)]
@@ -177,6 +180,22 @@ def test_twenty_kills_resume_to_the_uninterrupted_adapter(tmp_path):
             attempt.kill()
             attempt.wait()
 
+    # The end of the run: a second writer while one runs, then a kill inside the final evaluation, right after it is
+    # recorded, and inside the final save (the adapter cut to half its bytes).
+    for point in ("final_evaluation", "final_evaluation_recorded", "final_save"):
+        attempt = Attempt(out, cache, resume=True, extra_env={TEST_FAULT_ENV: f"{point}:kill"})
+        attempts += 1
+        if point == "final_evaluation":
+            assert wait_until(attempt, lambda: attempt.seen("Resuming from checkpoint-"))  # it holds the lock
+            attempt.proc.send_signal(signal.SIGSTOP)  # held still (lock and all) until the second writer is refused
+            second = Attempt(out, cache, resume=True)
+            assert second.wait() == 2, "".join(second.lines[-20:])
+            assert f"is in use by another run (pid {attempt.proc.pid} on " in second.lines[-1], second.lines[-1]
+            attempt.proc.send_signal(signal.SIGCONT)
+        code = attempt.wait()
+        assert code == -signal.SIGKILL, f"{point}: " + "".join(attempt.lines[-40:])
+        kills.append({"kind": point, "hit": True, "hook": f"{point}:kill", "complete_before": last_complete_step(out)})
+
     final = Attempt(out, cache, resume=True)
     assert final.wait() == 0, "".join(final.lines[-60:])
     total_s = time.monotonic() - started
@@ -206,6 +225,7 @@ def test_twenty_kills_resume_to_the_uninterrupted_adapter(tmp_path):
     # ---- nothing half-written left where a resume would look ----------------------------------------------------
     for path in out.glob("checkpoint-*"):
         assert incompleteness(path) is None, path
+    assert not [p.name for p in out.glob("*.tmp-*")]  # killed writers' temporaries, removed by the next writer
     for path in (out / "incomplete").glob("checkpoint-*") if (out / "incomplete").exists() else []:
         assert not (path / MARKER).exists() or incompleteness(path) is not None
 

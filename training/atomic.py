@@ -3,10 +3,13 @@
 A file or directory is written under a temporary name beside its destination and renamed into place once complete
 (a rename within one filesystem is atomic): readers see the old version or the new one, never a torn one.
 Temporary names carry the writer's pid, so a leftover of a killed writer is recognised and removed by the next one.
+A write that fails for lack of space raises an `OSError` that names the destination (`naming`), even where the
+failing call (a buffered write, an fsync) reports none.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -41,16 +44,31 @@ def remove_stale_temporaries(dest: Path) -> None:
                 tmp.unlink(missing_ok=True)
 
 
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """An `OSError` of a full disk raised inside names `path` (a write or fsync reports no file name)."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in DISK_FULL_ERRNOS or err.filename:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
+
+
 def temporary_name(dest: Path) -> Path:
     return dest.with_name(f"{dest.name}{TMP_MARK}{os.getpid()}")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename."""
+    """Write `data` to `path` through a temporary file and a rename; killed writers' temporaries of `path` go first."""
     path = Path(path)
+    remove_stale_temporaries(path)
     tmp = temporary_name(path)
     try:
-        with open(tmp, "wb") as f:
+        with naming(path), open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

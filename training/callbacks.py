@@ -10,7 +10,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from training.atomic import atomic_write_text
+from training.atomic import atomic_write_text, naming
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class MetricsJsonlCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
+        with naming(self.path), open(self.path, "a") as f:
             f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
 
 

@@ -1,10 +1,11 @@
 """Checkpoints that count only once complete, so that a run killed at any moment (or out of disk) resumes.
 
 A checkpoint directory is written in place by the Trainer, then, once every file is on disk, a completion marker
-(`checkpoint_complete.json`: the step and every file's size) is written into it atomically; only then are older
+(`checkpoint_complete.json`: the step, every file's size and sha256) is written into it atomically; only then are older
 checkpoints rotated out (`save_total_limit`), so a kill at any moment leaves at least one complete checkpoint once
 one was ever completed. `--resume_from_checkpoint true` (`prepare_resume`) picks the newest complete checkpoint and
-moves the incomplete ones into `output_dir/incomplete/`, saying so in one log line; nothing is deleted there.
+moves the incomplete ones (and complete ones whose bytes changed since: corrupt) into `output_dir/incomplete/`,
+saying so in one log line; nothing is deleted there.
 
 A full disk during a save stops the run with `DiskFullError` (an `error:` line from the CLI) that names the last
 complete checkpoint. Strict stops that leave the trainer in a consistent state (`SaveBeforeStopping`: a health
@@ -19,6 +20,7 @@ training_args.bin, 2: optimizer.pt, 3: scheduler.pt, 4: rng_state.pth), or, when
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import logging
@@ -85,15 +87,25 @@ def _file_sizes(path: Path) -> dict[str, int]:
     }
 
 
-def incompleteness(path: str | Path) -> str | None:
-    """None when `path` is a complete checkpoint, else why not."""
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def incompleteness(path: str | Path, content: bool = True) -> str | None:
+    """None when `path` is a complete checkpoint, else why not: a file missing, of another size, or (`content`)
+    with other bytes than when it was completed (its sha256; markers written before digests have sizes only)."""
     path = Path(path)
     marker = path / MARKER
     if not marker.is_file():
         return "no completion marker: it was being written when the run was killed or ran out of disk"
     try:
-        recorded = json.loads(marker.read_text())["files"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+        payload = json.loads(marker.read_text())
+        recorded, digests = payload["files"], payload.get("sha256", {})
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
         return f"its {MARKER} is unreadable"
     actual = _file_sizes(path)
     for name, size in recorded.items():
@@ -101,6 +113,9 @@ def incompleteness(path: str | Path) -> str | None:
             return f"{name} is missing"
         if actual[name] != size:
             return f"{name} has {actual[name]} bytes, {size} when it was completed"
+    for name, digest in digests.items() if content else ():
+        if _sha256(path / name) != digest:
+            return f"{name} is corrupt: its content differs from when it was completed (sha256)"
     return None
 
 
@@ -130,7 +145,13 @@ def damaged_file(path: Path) -> str | None:
 
 def mark_complete(path: Path, step: int) -> None:
     """Record that every file of `path` is written (atomically, after all of them)."""
-    payload = {"step": step, "completed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": _file_sizes(path)}
+    sizes = _file_sizes(path)
+    payload = {
+        "step": step,
+        "completed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "files": sizes,
+        "sha256": {name: _sha256(path / name) for name in sizes},
+    }
     atomic_write_text(path / MARKER, json.dumps(payload, indent=1, sort_keys=True))
 
 
@@ -226,12 +247,35 @@ def disk_full_error(what: str, where: Path, output_dir: Path) -> DiskFullError:
     )
 
 
+def _named_file(err: BaseException) -> str | None:
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.filename:
+            return str(seen.filename)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def disk_full_named(output_dir: str | Path, what: str) -> Iterator[None]:
+    """A full disk inside, however the writing library reports it (an `OSError`, safetensors' `SafetensorError`,
+    torch's short write), becomes a `DiskFullError` naming the file (the error's own file name, else `what`)."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as err:
+        if not _is_disk_full(err, Path(output_dir)):
+            raise
+        raise disk_full_error(_named_file(err) or what, Path(output_dir), Path(output_dir)) from err
+
+
 def rotate(output_dir: Path, limit: int | None, protected: set[Path]) -> None:
     """Keep the newest `limit` complete checkpoints (and `protected` ones); delete older complete ones. Incomplete
     directories are left for `prepare_resume` to set aside."""
     if not limit or limit <= 0:
         return
-    complete = complete_checkpoints(output_dir)
+    complete = [p for p in list_checkpoints(output_dir) if incompleteness(p, content=False) is None]
     keep = set(complete[-limit:]) | {p for p in complete if p.resolve() in protected}
     for path in complete:
         if path not in keep:

@@ -52,6 +52,14 @@ class StrictGRPOConfig(GRPOConfig):
             "None disables the guard."
         },
     )
+    accept_recipe_changes: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "On resume: fields whose change from the run's recorded recipe is accepted and applied for the "
+            "remaining steps (learning rate, schedule, seeds, ...; training/run_recipe.py). Fields that cannot change "
+            "(model, LoRA shape, rewards, data) are refused anyway."
+        },
+    )
     logp_check_steps: int = field(
         default=0,
         metadata={

@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from training.atomic import atomic_write_text  # noqa: E402
 from training.jsonsafe import nonfinite_to_null  # noqa: E402
 
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
@@ -35,7 +36,7 @@ def write_run_summary(output_dir: str | Path, summary: dict) -> Path:
     clean["nonfinite_values"] = nonfinite
     if nonfinite:
         logging.getLogger(__name__).warning("run_summary.json: non-finite values written as null: %s", nonfinite)
-    path.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str, allow_nan=False))
+    atomic_write_text(path, json.dumps(clean, indent=2, sort_keys=True, default=str, allow_nan=False))
     return path
 
 

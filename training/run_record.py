@@ -6,7 +6,9 @@
 - `heldout_history`: every held-out evaluation with its optimizer step (step 0: before training). On resume from
   checkpoint-N, evaluations after step N are dropped: the resumed attempt evaluates those steps again.
 - `heldout_before`, `heldout_after`: the evaluations before training and after the last step (`after` carries its
-  step, so a finished run resumed again reuses it).
+  step, so a finished run resumed again reuses it), each written together with the history that holds it.
+- `recipe`: the resolved configuration of the latest attempt; each attempt's `recipe_changes` lists the fields it
+  changed on resume (training/run_recipe.py), with their old and new values.
 
 Rewritten atomically at every change, so a kill never leaves it torn. A fresh start (no `--resume_from_checkpoint`)
 begins a new record.
@@ -94,9 +96,17 @@ class RunRecord:
             self.data["heldout_history"] = [dict(h) for h in heldout_history]
         self.save()
 
-    def set_heldout(self, which: str, step: int, values: dict) -> None:
-        """Record the `before` or `after` evaluation."""
+    def set_heldout(self, which: str, step: int, values: dict, heldout_history: list[dict]) -> None:
+        """Record the `before` or `after` evaluation together with the held-out history that holds it, in one write:
+        a kill between the two would leave an evaluation a resume reuses but a history without it."""
         self.data[f"heldout_{which}"] = {"step": step, **values}
+        self.data["heldout_history"] = [dict(h) for h in heldout_history]
+        self.save()
+
+    def set_recipe(self, recipe: dict, changes: dict[str, dict]) -> None:
+        """This attempt's resolved recipe (training/run_recipe.py) and its changes from the previous attempt's."""
+        self.data["recipe"] = recipe
+        self.current["recipe_changes"] = changes
         self.save()
 
     def end(self, how: str, step: int | None = None, heldout_history: list[dict] | None = None) -> None:

@@ -30,6 +30,7 @@ from training.checkpoints import (
     TRAINER_STATE,
     DiskFullError,
     check_resume_path,
+    disk_full_named,
     free_bytes,
     last_complete_text,
     prepare_resume,
@@ -40,12 +41,15 @@ from training.data import check_prompt_lengths, load_prompt_dataset, load_rows
 from training.envs.prompting import render_system_prompt, with_system_prompt
 from training.envs.tool_names import check_tool_names, environment_tool_names
 from training.errors import BadInputError, bad_input_exits
+from training.fault_injection import fault_point
 from training.flags import read_flags
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
 from training.plain_trl import PlainTRLGRPOTrainer
 from training.report import library_versions, plot_reward_curve, write_run_summary
 from training.reward_retry import with_retries
+from training.run_lock import holding_output_dir
+from training.run_recipe import ApplyRecipeOnResume, attempt_recipe
 from training.run_record import RunRecord
 from training.tracking import attach_tracking, finish_tracking
 from training.trainer import StrictGRPOTrainer
@@ -342,6 +346,7 @@ def prepare(argv: list[str]) -> RunInputs:
     push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
     resume = resolve_resume(training_args)
+    attempt_recipe(script_args, training_args, model_args, resume)  # a resume that changes the recipe: refused now
 
     train_dataset = load_prompt_dataset(script_args.train_file)
     heldout_rows = load_rows(script_args.heldout_file) if script_args.heldout_file else []
@@ -372,11 +377,16 @@ def begin_attempt(run: RunInputs, started: float) -> tuple[Path | None, RunRecor
     ones set aside; None: from scratch), metrics.jsonl cut back to it, and the run record with this attempt open."""
     args = run.training_args
     is_main = args.process_index == 0
+    if is_main and not run.resume:
+        check_output_dir(args)  # again, under the lock: a run on this directory may have finished since `prepare`
+    # Every rank compares with the recorded recipe before the main process records this attempt's (the block below
+    # holds it until the other ranks reach it), so all apply the same changes.
+    recipe, changes = attempt_recipe(run.script_args, args, run.model_args, run.resume)
     checkpoint = None
-    if run.resume is True:
-        with args.main_process_first(desc="choosing the checkpoint to resume"):
+    with args.main_process_first(desc="choosing the checkpoint to resume"):
+        if run.resume is True:
             checkpoint = prepare_resume(args.output_dir)
-    elif run.resume:
+    if run.resume and run.resume is not True:
         checkpoint = Path(run.resume)
     resume_step = json.loads((checkpoint / TRAINER_STATE).read_text())["global_step"] if checkpoint else 0
     if is_main:
@@ -389,6 +399,7 @@ def begin_attempt(run: RunInputs, started: float) -> tuple[Path | None, RunRecor
         started_monotonic=started,
         enabled=is_main,
     )
+    record.set_recipe(recipe, changes)
     return checkpoint, record
 
 
@@ -396,15 +407,17 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = time.monotonic()
     run = prepare(list(sys.argv[1:] if argv is None else argv))
-    checkpoint, record = begin_attempt(run, started)
-    try:
-        return train_and_report(run, checkpoint, record)
-    except BaseException as err:
+    # One writer at a time, from choosing the checkpoint to the last file written (training/run_lock.py).
+    with holding_output_dir(run.training_args.output_dir, enabled=run.training_args.process_index == 0):
+        checkpoint, record = begin_attempt(run, started)
         try:
-            record.end(f"error: {type(err).__name__}: {err}"[:500])
-        except OSError as record_err:  # e.g. the disk is full: the error being raised is the one to report
-            logger.error("Could not record how the attempt ended: %s", record_err)
-        raise
+            return train_and_report(run, checkpoint, record)
+        except BaseException as err:
+            try:
+                record.end(f"error: {type(err).__name__}: {err}"[:500])
+            except OSError as record_err:  # e.g. the disk is full: the error being raised is the one to report
+                logger.error("Could not record how the attempt ended: %s", record_err)
+            raise
 
 
 def warm_started(script_args, training_args, model_path: str, train_rows: list[dict], env_factory,
@@ -461,13 +474,13 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
     })
     trainer.heldout_history.extend(record.heldout_history)  # the evaluations of earlier attempts, up to the checkpoint
     trainer.add_callback(RunRecordCallback(record, trainer.heldout_history))
+    trainer.add_callback(ApplyRecipeOnResume(record.current["recipe_changes"]))  # what the checkpoint's state restores
 
     before = record.data["heldout_before"]
     if heldout_rows and before is None:
         before = {"step": 0, **trainer.evaluate_heldout()}
-        record.set_heldout("before", 0, before)
         trainer.heldout_history.insert(0, dict(before))
-        record.heartbeat(heldout_history=trainer.heldout_history)
+        record.set_heldout("before", 0, before, trainer.heldout_history)
     if finished_at(checkpoint, training_args):
         logger.info(
             "%s already reached max_steps=%d: nothing to train; the final adapter, evaluation and summary are "
@@ -476,13 +489,19 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         load_finished_checkpoint(trainer, checkpoint)
     else:
         train_saving_on_stop(trainer, str(checkpoint) if checkpoint is not None else None)
+    out = Path(training_args.output_dir)
     after = record.data["heldout_after"]
     if heldout_rows and (after is None or after["step"] != trainer.state.global_step):
         after = {"step": trainer.state.global_step, **trainer.evaluate_heldout()}
-        trainer.heldout.write_final(training_args.output_dir)  # eval.jsonl: per-episode scores for training.compare
-        record.set_heldout("after", trainer.state.global_step, after)
+        fault_point("final_evaluation")
+        with disk_full_named(out, "eval.jsonl"):
+            trainer.heldout.write_final(out)  # eval.jsonl: per-episode scores for training.compare
         trainer.heldout_history.append(dict(after))
-    trainer.save_model(training_args.output_dir)
+        record.set_heldout("after", trainer.state.global_step, after, trainer.heldout_history)
+        fault_point("final_evaluation_recorded")
+    with disk_full_named(out, "adapter_model.safetensors"):
+        trainer.save_model(training_args.output_dir)
+        fault_point("final_save", torn=out / "adapter_model.safetensors")
     changes = trainer.heldout.change_since_start() if heldout_rows else []  # paired per held-out row, 95% CIs
     stopped_reason = trainer.wall_time_guard.stopped_reason or "completed"
     record.end(stopped_reason, trainer.state.global_step, trainer.heldout_history)  # wall time up to here
@@ -510,8 +529,10 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
     if trainer.accelerator.is_main_process:
-        write_run_summary(training_args.output_dir, summary)
-        plot_reward_curve(training_args.output_dir, trainer.heldout_history, changes)
+        with disk_full_named(out, "run_summary.json"):
+            write_run_summary(training_args.output_dir, summary)
+        with disk_full_named(out, "reward_curve.png"):
+            plot_reward_curve(training_args.output_dir, trainer.heldout_history, changes)
         info = RunInfo(
             base_model=model_args.model_name_or_path,
             resolved_model_path=model_path,
@@ -520,7 +541,8 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
             strict_flags=flags.as_env(),
             summary=summary,
         )
-        write_local_model_card(info, training_args.output_dir)
+        with disk_full_named(out, "README.md"):
+            write_local_model_card(info, training_args.output_dir)
         finish_tracking(tracking, training_args.output_dir, {  # final held-out metrics and the adapter artifact
             k: summary[k] for k in ("heldout_reward_before", "heldout_reward_after") if summary[k] is not None
         })
