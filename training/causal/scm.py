@@ -27,7 +27,7 @@ from typing import Literal
 import networkx as nx
 import numpy as np
 
-from training.causal.expressions import compile_expression
+from training.causal.expressions import compile_expression, shortened
 
 Goal = Literal["max", "min"]
 GOALS = ("max", "min")
@@ -86,7 +86,7 @@ class ExpressionMechanism:
 
     @cached_property
     def _expression(self):
-        expr = compile_expression(self.source, frozenset(self.parents), where=f"mechanism {self.source!r}")
+        expr = compile_expression(self.source, frozenset(self.parents), where=f"mechanism {shortened(self.source)}")
         unused = set(self.parents) - expr.names
         if unused:
             raise SCMError(f"mechanism {self.source!r} does not use its parent(s) {sorted(unused)}: every edge "
