@@ -137,6 +137,15 @@ class StrictGRPOConfig(GRPOConfig):
             "(training/reward_retry.py)."
         },
     )
+    reward_timeout_s: float | None = field(
+        default=300.0,
+        metadata={
+            "help": "Seconds one call of a plain reward function may take; a call that takes longer counts as a failed "
+            "attempt (retried, then NaN or a strict stop, like one that raised; `rewards/<name>/errors`). None "
+            "disables the limit. The timed-out call's thread cannot be stopped: it is abandoned (judges: "
+            "`judge_timeout_s`)."
+        },
+    )
     # ---- value head and GAE (training/value.py, training/advantages.py, training/features/value_head.py; docs/value_head.md) ----
     advantage_estimator: str = field(
         default="grpo",
@@ -297,6 +306,9 @@ class StrictGRPOConfig(GRPOConfig):
         check_range("grad_spike_factor", self.grad_spike_factor, "0 (off) or a number > 1", lambda v: v == 0 or v > 1)
         check_int("grad_spike_warmup", self.grad_spike_warmup, 1)
         check_int("reward_retries", self.reward_retries, 0)
+        if self.reward_timeout_s is not None:
+            check_range("reward_timeout_s", self.reward_timeout_s, "a finite number > 0, or None",
+                        lambda v: 0 < v < math.inf)
         check_int("judge_retries", self.judge_retries, 0)
         check_range("judge_max_failure_rate", self.judge_max_failure_rate, "a number in [0, 1]", lambda v: 0 <= v <= 1)
         check_int("heldout_max_samples", self.heldout_max_samples, 1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import errno
-import importlib
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ from training.envs.prompting import render_system_prompt, with_system_prompt
 from training.envs.tool_names import check_tool_names, environment_tool_names
 from training.errors import BadInputError, bad_input_exits
 from training.flags import read_flags
+from training.input_checks import check_environment_rows, check_recipe_fields, import_object
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
 from training.plain_trl import PlainTRLGRPOTrainer
@@ -216,13 +216,7 @@ def check_writable(out: Path) -> None:
 
 
 def import_reward(dotted: str):
-    module_name, _, attr = dotted.rpartition(".")
-    if not module_name:
-        raise RecipeError(f"reward_funcs entry {dotted!r} is not a dotted path 'module.function'")
-    try:
-        func = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise RecipeError(f"reward_funcs entry {dotted!r} cannot be imported: {err}") from None
+    func = import_object(dotted, "reward_funcs entry")
     if not callable(func):
         raise RecipeError(f"reward_funcs entry {dotted!r} is a {type(func).__name__}, not a callable")
     return func
@@ -252,11 +246,11 @@ def check_context(script_args, training_args, model_path: str, rows_by_source: d
 def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict]):
     """Import the recipe's environment, put the rendered system prompt in front of every row, and check every tool
     name the prompt, the recipe and the tasks mention against it. Returns (factory, train rows, held-out rows)."""
-    module_name, _, attr = script_args.environment_factory.rpartition(".")
-    factory = getattr(importlib.import_module(module_name), attr, None) if module_name else None
+    factory = import_object(script_args.environment_factory, "environment_factory")
     if not callable(factory):
         raise RecipeError(f"environment_factory {script_args.environment_factory!r} is not an importable callable")
     env_cls = type(factory())
+    check_environment_rows(env_cls, {script_args.train_file: train_rows, str(script_args.heldout_file): heldout_rows})
     prompts = {}
     if script_args.system_prompt_file:
         system_prompt = render_system_prompt(script_args.system_prompt_file, env_cls)
@@ -338,6 +332,7 @@ def prepare(argv: list[str]) -> RunInputs:
     """Every check of the input, before any work: arguments, flags, output_dir, data, rewards, model, prompt
     lengths. Raises a `BadInputError` naming the key, flag, file, row or path."""
     script_args, training_args, model_args = parse_args(argv)
+    check_recipe_fields(script_args, training_args, model_args)
     flags = read_flags()
     push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
@@ -350,7 +345,9 @@ def prepare(argv: list[str]) -> RunInputs:
         env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
         train_dataset = Dataset.from_list(train_rows)
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
-    reward_funcs = with_retries(reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys)
+    reward_funcs = with_retries(
+        reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys, timeout_s=training_args.reward_timeout_s
+    )
     warn_if_resume_inexact(training_args)
 
     # Under `accelerate launch` every rank runs this; the local main process builds the cached model (and later the

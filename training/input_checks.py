@@ -1,0 +1,110 @@
+"""Checks of the input that TRL, PEFT and transformers make only once the model is loaded (or never), run by
+`training.train.prepare` before any work, each failing with a `BadInputError` that names the key, path, file or row.
+
+* `check_recipe_fields`: LoRA settings (PEFT refuses a dropout of 1.5 only when it wraps the model), one reward weight
+  per reward function, and trackers transformers knows and can import (`report_to`);
+* `import_object`: an `import:` path (reward function, environment) whose module is missing, lacks the name, or
+  raises while it is imported;
+* `check_environment_rows`: every train and held-out row, by the environment's own row check when it has one (an
+  optional classmethod `check_row(row)` raising `ValueError`; a classmethod is not a tool, TRL offers the model only
+  an environment's plain public functions). The causal environment builds each row's SCM, samples it once and
+  computes its optimum there (training/causal/env.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+from peft import TaskType
+from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK, get_available_reporting_integrations
+from trl import get_peft_config
+
+from training.config import ConfigError
+from training.data import DatasetError
+from training.errors import BadInputError
+
+
+class ImportPathError(BadInputError):
+    """A dotted path in the recipe that does not import, naming the path and why."""
+
+
+def import_object(dotted: str, what: str):
+    """The object at `dotted` ('module.name'); `what` names the recipe key in the error."""
+    module_name, _, attr = str(dotted).rpartition(".")
+    if not module_name or not attr:
+        raise ImportPathError(f"{what} {dotted!r} is not a dotted path 'module.name'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportPathError(f"{what} {dotted!r} cannot be imported: {err}") from None
+    except Exception as err:  # the user's module raised while being imported: name it, with the exception
+        raise ImportPathError(
+            f"{what} {dotted!r}: importing module {module_name!r} raised {type(err).__name__}: {err}"
+        ) from None
+    if not hasattr(module, attr):
+        raise ImportPathError(f"{what} {dotted!r} cannot be imported: module {module_name!r} has no {attr!r}")
+    return getattr(module, attr)
+
+
+def check_model_fields(model_args) -> None:
+    """LoRA settings PEFT checks only when it wraps the model."""
+    if not model_args.use_peft:
+        return
+    dropout, alpha = model_args.lora_dropout, model_args.lora_alpha
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ConfigError(f"lora_dropout={dropout!r} is invalid: expected a number in [0, 1)")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < math.inf:
+        raise ConfigError(f"lora_alpha={alpha!r} is invalid: expected a finite number > 0")
+    task_types = [t.value for t in TaskType]
+    if model_args.lora_task_type not in task_types:
+        raise ConfigError(f"lora_task_type={model_args.lora_task_type!r} is not one of {task_types}")
+    try:
+        get_peft_config(model_args)
+    except (ValueError, TypeError) as err:  # LoraConfig's own checks
+        raise ConfigError(f"invalid LoRA settings: {err}") from None
+
+
+def check_reward_weights(training_args, reward_funcs: list[str]) -> None:
+    """One finite weight per reward function (TRL refuses a mismatch only when it builds the trainer)."""
+    weights = training_args.reward_weights
+    if weights is None:
+        return
+    if len(weights) != len(reward_funcs):
+        raise ConfigError(
+            f"reward_weights={list(weights)} has {len(weights)} weight(s) for {len(reward_funcs)} reward function(s) "
+            f"{list(reward_funcs)}: give one weight per reward function, in the same order"
+        )
+    for i, w in enumerate(weights):
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            raise ConfigError(f"reward_weights[{i}]={w!r} is invalid: expected a finite number")
+
+
+def check_report_to(training_args) -> None:
+    """Every tracker of `report_to` is one transformers knows and, here, can import."""
+    known, available = list(INTEGRATION_TO_CALLBACK), get_available_reporting_integrations()
+    for name in training_args.report_to or []:
+        if name not in known:
+            raise ConfigError(f"report_to={name!r} is not a tracker transformers knows (known: {', '.join(known)})")
+        if name not in available:
+            raise ConfigError(f"report_to={name!r}: the {name} package is not installed (installed trackers: "
+                              f"{', '.join(available) or 'none'})")
+
+
+def check_recipe_fields(script_args, training_args, model_args) -> None:
+    check_model_fields(model_args)
+    check_reward_weights(training_args, script_args.reward_funcs)
+    check_report_to(training_args)
+
+
+def check_environment_rows(env_cls: type, rows_by_source: dict[str, list[dict]]) -> None:
+    """Every row through the environment's `check_row` classmethod (when it has one), naming the file and row."""
+    check_row = getattr(env_cls, "check_row", None)
+    if check_row is None:
+        return
+    for source, rows in rows_by_source.items():
+        for i, row in enumerate(rows):
+            try:
+                check_row(row)
+            except ValueError as err:
+                raise DatasetError(f"{source}: row {i}: {err}") from None
