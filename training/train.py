@@ -41,6 +41,7 @@ from training.envs.tool_names import check_tool_names, environment_tool_names
 from training.errors import BadInputError, bad_input_exits
 from training.flags import read_flags
 from training.input_checks import check_environment_rows, check_recipe_fields, import_object
+from training.yaml_errors import yaml_problem
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
 from training.plain_trl import PlainTRLGRPOTrainer
@@ -144,7 +145,7 @@ def check_recipe_keys(parser: TrlParser, argv: list[str]) -> None:
     try:
         recipe = yaml.safe_load(Path(config_path).read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise RecipeError(f"recipe {config_path!r} is not valid YAML: {err}") from None
+        raise RecipeError(f"recipe {config_path!r} is not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe {config_path!r} must be a YAML mapping of keys to values")
     known = {action.dest for action in parser._actions} | {"env"}

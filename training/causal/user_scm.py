@@ -31,6 +31,7 @@ import yaml
 from training.causal.expressions import ExpressionError
 from training.causal.scm import SCM, ExpressionMechanism, SCMError
 from training.causal.scm_checks import check_scm
+from training.yaml_errors import yaml_problem
 
 TOP_KEYS = {"name", "source", "target", "goal", "variables", "edges", "max_intervention_value"}
 VAR_KEYS = {"mechanism", "noise_std", "range"}
@@ -126,8 +127,7 @@ def load_user_scm(path: str | Path) -> SCM:
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
-        raise UserSCMError(f"{path}: not UTF-8 (byte {err.start}: {err.object[err.start:err.start + 1]!r}); save the "
-                           "file as UTF-8") from None
+        raise UserSCMError(f"{path}: {yaml_problem(err)}; save the file as UTF-8") from None
     except yaml.YAMLError as err:
-        raise UserSCMError(f"{path}: not valid YAML ({err})") from None
+        raise UserSCMError(f"{path}: not valid YAML ({yaml_problem(err)})") from None
     return scm_from_spec(spec, where=str(path))
