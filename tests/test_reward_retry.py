@@ -65,7 +65,7 @@ class Hangs:
     def __call__(self, completions, **kwargs):
         self.calls += 1
         if self.calls <= self.hangs:
-            self.release.wait()
+            self.release.wait(timeout=10)  # a reward without the timeout fails the test rather than hanging it
         return length_reward(completions)
 
 
