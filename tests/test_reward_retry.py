@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from judges.adapter import JudgeReward
+from training import train
 from training.checkpoints import incompleteness, train_saving_on_stop
 from training.reward_retry import RetryingReward, RewardFunctionError, with_retries
 from tests.support.tiny_trainer import length_reward
@@ -93,9 +94,10 @@ def test_a_call_that_always_hangs_gives_nan_or_a_strict_stop_naming_the_timeout(
         hangs.release.set()
 
 
-def test_the_recipe_timeout_reaches_every_plain_reward_function():
-    (wrapped,) = with_retries([length_reward], retries=0, strict=True, timeout_s=7.5)
-    assert wrapped.timeout_s == 7.5
+def test_the_recipe_timeout_reaches_every_plain_reward_function(tmp_path, tiny_model_dir):
+    run = train.prepare(["--config", "recipes/tiny_cpu.yaml", "--output_dir", str(tmp_path / "o"),
+                         "--reward_timeout_s", "7.5"])
+    assert [(type(f), f.timeout_s) for f in run.reward_funcs] == [(RetryingReward, 7.5)] * 2
 
 
 def test_out_of_retries_under_the_strict_flag_names_the_function_and_the_exception():
