@@ -203,11 +203,38 @@ def test_prompt_longer_than_the_context_is_named_with_file_and_row(tmp_path, mon
     (["--grad_spike_factor", "0.5"], "grad_spike_factor=0.5"),
     (["--model_seed", "-1"], "model_seed=-1"),
     (["--trainer", "nope"], "--trainer"),
+    (["--beta", "-1"], "beta=-1.0"),
+    (["--epsilon", "-1"], "epsilon=-1.0"),
+    (["--num_iterations", "0"], "num_iterations=0"),
+    (["--steps_per_generation", "0"], "steps_per_generation=0"),
+    (["--loss_type", "nope"], "loss_type='nope'"),
+    (["--scale_rewards", "true"], "scale_rewards='true'"),
+    (["--importance_sampling_level", "word"], "importance_sampling_level='word'"),
+    (["--top_p", "2"], "top_p=2.0"),
+    (["--top_k", "-5"], "top_k=-5"),
+    (["--min_p", "2"], "min_p=2.0"),
+    (["--repetition_penalty", "0"], "repetition_penalty=0.0"),
+    (["--weight_decay", "nan"], "weight_decay=nan"),
+    (["--max_grad_norm", "-1"], "max_grad_norm=-1.0"),
+    (["--num_train_epochs", "-1"], "num_train_epochs=-1.0"),
+    (["--save_steps", "-1"], "save_steps=-1.0"),
+    (["--chat_template_kwargs", "enable_thinking"], "chat_template_kwargs='enable_thinking' must be a mapping"),
+    (["--gamma", "2"], "gamma=2.0"),
+    (["--lam", "-1"], "lam=-1.0"),
+    (["--vf_coef", "-1"], "vf_coef=-1.0"),
+    (["--cliprange_value", "0"], "cliprange_value=0.0"),
 ], ids=lambda v: v[0] if isinstance(v, list) else None)
 def test_bad_recipe_field_is_named_before_the_model_loads(tmp_path, monkeypatch, capsys, argv, named):
     monkeypatch.setattr(train, "resolve_model_path", lambda *a, **k: pytest.fail("bad input reached the model"))
     line = cli_error(monkeypatch, capsys, tmp_path / "o", *argv)
     assert named in line, line
+
+
+@pytest.mark.parametrize("targets", [["q_proj", "no_such_proj"], ["nosuch.*"]])
+def test_lora_target_module_the_model_lacks_is_named(tmp_path, monkeypatch, capsys, tiny_model_dir, targets):
+    line = cli_error(monkeypatch, capsys, tmp_path / "o", "--lora_target_modules", *targets, "--warm_start_steps", "0")
+    missing = [t for t in targets if t != "q_proj"]
+    assert f"lora_target_modules: {missing} match no module of 'tiny-qwen3'" in line and "o_proj" in line, line
 
 
 # ---- import paths ---------------------------------------------------------------------------------------------------

@@ -317,6 +317,11 @@ class StrictGRPOConfig(GRPOConfig):
         check_int("logp_check_steps", self.logp_check_steps, 0)
         check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1)
         check_int("max_tool_calls_per_episode", self.max_tool_calls_per_episode, 1)
+        check_range("vf_coef", self.vf_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+        check_range("gamma", self.gamma, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_range("lam", self.lam, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_range("cliprange_value", self.cliprange_value, "a finite number > 0", lambda v: 0 < v < math.inf)
+        check_range("value_kl_coef", self.value_kl_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         if self.advantage_estimator not in ESTIMATORS:  # the registry in training/advantages.py
             raise ConfigError(f"advantage_estimator={self.advantage_estimator!r} is not one of {sorted(ESTIMATORS)}")
         if self.max_wall_time_s is not None:

@@ -40,7 +40,7 @@ from training.envs.prompting import render_system_prompt, with_system_prompt
 from training.envs.tool_names import check_tool_names, environment_tool_names
 from training.errors import BadInputError, bad_input_exits
 from training.flags import read_flags
-from training.input_checks import check_environment_rows, check_recipe_fields, import_object
+from training.input_checks import check_environment_rows, check_lora_targets, check_recipe_fields, import_object
 from training.yaml_errors import yaml_problem
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
@@ -359,6 +359,7 @@ def prepare(argv: list[str]) -> RunInputs:
         script_args, training_args, model_path,
         {script_args.train_file: train_dataset.to_list(), str(script_args.heldout_file): heldout_rows},
     )  # fmt: skip
+    check_lora_targets(model_args, model_path)
     return RunInputs(
         argv, script_args, training_args, model_args, flags, push, resume, train_dataset, heldout_rows, env_factory,
         reward_funcs, model_path,
