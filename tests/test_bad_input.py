@@ -26,7 +26,8 @@ CAUSAL_RECIPE = Path("recipes/causal_cpu.yaml")
 
 def cli_error(monkeypatch, capsys, out: Path, *argv: str, recipe: Path = RECIPE, earlier_run: bool = True) -> str:
     """Run the CLI; assert exit 2 before any work, one `error:` line and no traceback; return the `error:` line.
-    `earlier_run`: `out` first holds a finished run, run over with --overwrite_output_dir, and is left byte-identical."""
+    `earlier_run`: `out` first holds a finished run, run over with --overwrite_output_dir, and is left byte-identical.
+    """
     extra = []
     if earlier_run:
         out.mkdir(parents=True)
@@ -357,7 +358,8 @@ CAUSAL_CASES = {
     "400-digit-literal": (causal_row("X * " + "1" * 400), "has 400 characters; numbers may have at most 40"),
     "50000-minus": (causal_row("-" * 50_000 + "X"), "nests deeper than 50 levels"),
     "3000-term-sum": (causal_row(" + ".join(["X"] * 3000)), "more than 200 terms"),
-    "refused-by-language": (causal_row("__import__('os').getcwd() * X"), "function \"__import__('os').getcwd\" is not allowed"),
+    "refused-by-language": (causal_row("__import__('os').getcwd() * X"),
+                            "function \"__import__('os').getcwd\" is not allowed"),
     "unused-parent": (causal_row("3.0"), "does not use its parent(s) ['X']"),
     "cyclic": (causal_row(scm_json=cyclic_scm()), "the graph has a cycle"),
     "not-json": (causal_row(scm_json="{variables: X1"), "row 'scm_json' is not valid JSON"),

@@ -171,8 +171,10 @@ def check_lora_targets(model_args, model_path: str) -> None:
                           f"{', '.join(leaves)})")
 
 
-def check_environment_rows(env_cls: type, rows_by_source: dict[str, list[dict]]) -> None:
-    """Every row through the environment's `check_row` classmethod (when it has one), naming the file and row."""
+def check_environment_rows(factory, rows_by_source: dict[str, list[dict]]) -> None:
+    """Every row through the `check_row` classmethod of the environment `factory` builds (when it has one), naming the
+    file and row."""
+    env_cls = factory if isinstance(factory, type) else type(factory())
     check_row = getattr(env_cls, "check_row", None)
     if check_row is None:
         return

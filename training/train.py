@@ -251,7 +251,6 @@ def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict]
     if not callable(factory):
         raise RecipeError(f"environment_factory {script_args.environment_factory!r} is not an importable callable")
     env_cls = type(factory())
-    check_environment_rows(env_cls, {script_args.train_file: train_rows, str(script_args.heldout_file): heldout_rows})
     prompts = {}
     if script_args.system_prompt_file:
         system_prompt = render_system_prompt(script_args.system_prompt_file, env_cls)
@@ -345,10 +344,12 @@ def prepare(argv: list[str]) -> RunInputs:
     if script_args.environment_factory:
         env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
         train_dataset = Dataset.from_list(train_rows)
+        check_environment_rows(
+            env_factory, {script_args.train_file: train_rows, script_args.heldout_file: heldout_rows}
+        )  # the environment's own check of every row (the causal one: each SCM built, sampled, its optimum found)
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
-    reward_funcs = with_retries(
-        reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys, timeout_s=training_args.reward_timeout_s
-    )
+    reward_funcs = with_retries(reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys,
+                                timeout_s=training_args.reward_timeout_s)
     warn_if_resume_inexact(training_args)
 
     # Under `accelerate launch` every rank runs this; the local main process builds the cached model (and later the
