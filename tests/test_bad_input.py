@@ -2,8 +2,9 @@
 
 Each case runs the real entry point (`training.train.cli`) in-process and checks the exit status, that stderr holds
 exactly one line starting with `error:` (its last) naming the culprit and no traceback, and that nothing was trained:
-by default against an output_dir holding a finished earlier run, with `--overwrite_output_dir true`, whose files must
-be byte-identical afterwards (tests/support/run_snapshot.py)."""
+by default against an output_dir holding a finished earlier run, run over with `--overwrite_output_dir true` (or, for
+the import paths, resumed with `--resume_from_checkpoint true`), whose files must be byte-identical afterwards
+(tests/support/run_snapshot.py)."""
 
 from __future__ import annotations
 
@@ -24,15 +25,20 @@ RECIPE = Path("recipes/tiny_cpu.yaml")
 CAUSAL_RECIPE = Path("recipes/causal_cpu.yaml")
 
 
-def cli_error(monkeypatch, capsys, out: Path, *argv: str, recipe: Path = RECIPE, earlier_run: bool = True) -> str:
+OVER_AN_EARLIER_RUN = {"overwrite": ["--overwrite_output_dir", "true"], "resume": ["--resume_from_checkpoint", "true"]}
+
+
+def cli_error(monkeypatch, capsys, out: Path, *argv: str, recipe: Path = RECIPE, earlier_run: str | None = "overwrite"
+              ) -> str:
     """Run the CLI; assert exit 2 before any work, one `error:` line and no traceback; return the `error:` line.
-    `earlier_run`: `out` first holds a finished run, run over with --overwrite_output_dir, and is left byte-identical.
+    `earlier_run` ("overwrite" or "resume"): `out` first holds a finished run, run over with --overwrite_output_dir
+    or resumed with --resume_from_checkpoint true, and must be left byte-identical. None: `out` is left as it is.
     """
     extra = []
     if earlier_run:
         out.mkdir(parents=True)
         write_finished_run(out)
-        extra = ["--overwrite_output_dir", "true"]
+        extra = OVER_AN_EARLIER_RUN[earlier_run]
     before = snapshot(out) if earlier_run else None
     monkeypatch.setattr(sys, "argv", ["train", "--config", str(recipe), "--output_dir", str(out), *extra, *argv])
     monkeypatch.setattr(train, "StrictGRPOTrainer", lambda *a, **k: pytest.fail("bad input reached the trainer"))
@@ -130,7 +136,7 @@ def test_model_directory_whose_config_is_empty_is_named(tmp_path, monkeypatch, c
 def test_output_dir_that_is_a_file_is_named(tmp_path, monkeypatch, capsys):
     out = tmp_path / "taken"
     out.write_text("not a directory")
-    line = cli_error(monkeypatch, capsys, out, earlier_run=False)
+    line = cli_error(monkeypatch, capsys, out, earlier_run=None)
     assert line == f"error: output_dir {str(out)!r} is a file, not a directory"
 
 
@@ -158,7 +164,7 @@ def read_only(path: Path):
 
 def test_read_only_output_dir_is_named(tmp_path, monkeypatch, capsys):
     with read_only(tmp_path / "ro") as out:
-        line = cli_error(monkeypatch, capsys, out / "run", earlier_run=False)
+        line = cli_error(monkeypatch, capsys, out / "run", earlier_run=None)
     assert f"output_dir {str(out / 'run')!r} is not writable" in line
 
 
@@ -265,7 +271,7 @@ def test_bad_import_path_is_named(tmp_path, monkeypatch, capsys, key, path, name
     for name in MODULES:
         monkeypatch.delitem(sys.modules, name, raising=False)
     argv = [key, path] + (["--reward_weights", "1.0"] if key == "--reward_funcs" else [])
-    line = cli_error(monkeypatch, capsys, tmp_path / "o", *argv)
+    line = cli_error(monkeypatch, capsys, tmp_path / "o", *argv, earlier_run="resume")
     assert named in line, line
 
 
