@@ -13,9 +13,9 @@ judge's own per-group metrics averaged (`judge/position_consistency`).
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,17 +87,28 @@ def validate_scores(result: GroupScores | list[float], size: int) -> GroupScores
     return scores
 
 
-def _call_with_timeout(fn: Callable[[], Any], timeout_s: float | None) -> Any:
+def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, timeout_error: Callable[[str], Exception]
+                      ) -> Any:
+    """`fn()`, or `timeout_error(message)` raised after `timeout_s` seconds (None: no limit). `fn` runs in a daemon
+    thread, which cannot be killed: a timed-out call is abandoned, and does not keep the process from exiting."""
     if timeout_s is None:
         return fn()
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
-    future = pool.submit(fn)
-    try:
-        return future.result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError:
-        raise JudgeError(f"judge timed out after {timeout_s}s") from None
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as err:  # handed to the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name="call-with-timeout", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise timeout_error(f"timed out after {timeout_s}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def score_with_retries(judge: GroupJudge, group: Group, settings: JudgeSettings) -> GroupOutcome:
@@ -107,7 +118,8 @@ def score_with_retries(judge: GroupJudge, group: Group, settings: JudgeSettings)
         outcome.attempts += 1
         try:
             result = validate_scores(
-                _call_with_timeout(lambda: judge.score_group(group), settings.timeout_s), len(group.completions)
+                call_with_timeout(lambda: judge.score_group(group), settings.timeout_s,
+                                  lambda message: JudgeError(f"judge {message}")), len(group.completions)
             )
         except JudgeConfigError:
             raise

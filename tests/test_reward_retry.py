@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import math
 import random
+import threading
+import time
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from judges.adapter import JudgeReward
+from training import train
 from training.checkpoints import incompleteness, train_saving_on_stop
 from training.reward_retry import RetryingReward, RewardFunctionError, with_retries
 from tests.support.tiny_trainer import length_reward
@@ -51,6 +54,50 @@ def test_out_of_retries_gives_nan_for_the_batch_and_a_warning(caplog):
     assert len(rewards) == 4 and all(math.isnan(r) for r in rewards)
     assert logged == {"rewards/flaky/errors": 2.0}
     assert "'flaky' raised ConnectionError: scorer unreachable (call 2) on all 2 attempts" in caplog.text
+
+
+class Hangs:
+    """Blocks until `release` is set on its first `hangs` calls, then scores by length."""
+
+    def __init__(self, hangs: int):
+        self.hangs, self.calls, self.release = hangs, 0, threading.Event()
+        self.__name__ = "hangs"
+
+    def __call__(self, completions, **kwargs):
+        self.calls += 1
+        if self.calls <= self.hangs:
+            self.release.wait(timeout=10)  # a reward without the timeout fails the test rather than hanging it
+        return length_reward(completions)
+
+
+def test_a_call_that_hangs_times_out_and_counts_as_a_failed_attempt():
+    hangs = Hangs(hangs=1)
+    try:
+        started = time.monotonic()
+        rewards, logged = call(RetryingReward(hangs, retries=1, strict=True, timeout_s=0.2))
+        assert time.monotonic() - started < 5
+        assert rewards == [-3.0] * 4 and hangs.calls == 2
+        assert logged == {"rewards/hangs/errors": 1.0}
+    finally:
+        hangs.release.set()
+
+
+def test_a_call_that_always_hangs_gives_nan_or_a_strict_stop_naming_the_timeout(caplog):
+    hangs = Hangs(hangs=99)
+    try:
+        rewards, logged = call(RetryingReward(hangs, retries=1, strict=False, timeout_s=0.1))
+        assert all(math.isnan(r) for r in rewards) and logged == {"rewards/hangs/errors": 2.0}
+        assert "'hangs' raised RewardTimeoutError: timed out after 0.1s on all 2 attempts" in caplog.text
+        with pytest.raises(RewardFunctionError, match=r"'hangs' raised RewardTimeoutError: timed out after 0.1s"):
+            call(RetryingReward(hangs, retries=0, strict=True, timeout_s=0.1))
+    finally:
+        hangs.release.set()
+
+
+def test_the_recipe_timeout_reaches_every_plain_reward_function(tmp_path, tiny_model_dir):
+    run = train.prepare(["--config", "recipes/tiny_cpu.yaml", "--output_dir", str(tmp_path / "o"),
+                         "--reward_timeout_s", "7.5"])
+    assert [(type(f), f.timeout_s) for f in run.reward_funcs] == [(RetryingReward, 7.5)] * 2
 
 
 def test_out_of_retries_under_the_strict_flag_names_the_function_and_the_exception():

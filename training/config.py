@@ -146,6 +146,15 @@ class StrictGRPOConfig(GRPOConfig):
             "(training/reward_retry.py)."
         },
     )
+    reward_timeout_s: float | None = field(
+        default=300.0,
+        metadata={
+            "help": "Seconds one call of a plain reward function may take; a call that takes longer counts as a failed "
+            "attempt (retried, then NaN or a strict stop, like one that raised; `rewards/<name>/errors`). None "
+            "disables the limit. The timed-out call's thread cannot be stopped: it is abandoned (judges: "
+            "`judge_timeout_s`)."
+        },
+    )
     # ---- value head and GAE (training/value.py, training/advantages.py, training/features/value_head.py; docs/value_head.md) ----
     advantage_estimator: str = field(
         default="grpo",
@@ -306,6 +315,9 @@ class StrictGRPOConfig(GRPOConfig):
         check_range("grad_spike_factor", self.grad_spike_factor, "0 (off) or a number > 1", lambda v: v == 0 or v > 1)
         check_int("grad_spike_warmup", self.grad_spike_warmup, 1)
         check_int("reward_retries", self.reward_retries, 0)
+        if self.reward_timeout_s is not None:
+            check_range("reward_timeout_s", self.reward_timeout_s, "a finite number > 0, or None",
+                        lambda v: 0 < v < math.inf)
         check_int("judge_retries", self.judge_retries, 0)
         check_range("judge_max_failure_rate", self.judge_max_failure_rate, "a number in [0, 1]", lambda v: 0 <= v <= 1)
         check_int("heldout_max_samples", self.heldout_max_samples, 1)
@@ -314,6 +326,11 @@ class StrictGRPOConfig(GRPOConfig):
         check_int("logp_check_steps", self.logp_check_steps, 0)
         check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1)
         check_int("max_tool_calls_per_episode", self.max_tool_calls_per_episode, 1)
+        check_range("vf_coef", self.vf_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+        check_range("gamma", self.gamma, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_range("lam", self.lam, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_range("cliprange_value", self.cliprange_value, "a finite number > 0", lambda v: 0 < v < math.inf)
+        check_range("value_kl_coef", self.value_kl_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         if self.advantage_estimator not in ESTIMATORS:  # the registry in training/advantages.py
             raise ConfigError(f"advantage_estimator={self.advantage_estimator!r} is not one of {sorted(ESTIMATORS)}")
         if self.max_wall_time_s is not None:

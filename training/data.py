@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow
 from datasets import Dataset
 
 from training.errors import BadInputError
@@ -124,6 +125,29 @@ def write_split_files(out_dir: str | Path, splits: dict[str, list[dict]]) -> Non
                 f.write(json.dumps(row) + "\n")
 
 
+def _kind(value) -> str:
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
+def mixed_column(rows: list[dict]) -> str | None:
+    """'column 'c': row i is a <kind>, row j a <kind>' for the first column whose rows hold values of different JSON
+    types (nulls aside), or None."""
+    first: dict[str, tuple[int, str]] = {}
+    for i, row in enumerate(rows):
+        for column, value in row.items():
+            if value is None:
+                continue
+            j, kind = first.setdefault(column, (i, _kind(value)))
+            if _kind(value) != kind:
+                return f"column {column!r}: row {j} holds a {kind}, row {i} a {_kind(value)}"
+    return None
+
+
 def load_prompt_dataset(path: str | Path) -> Dataset:
     """A validated `datasets.Dataset` from a JSON-lines file whose rows carry a `prompt`."""
-    return Dataset.from_list(load_rows(path))
+    rows = load_rows(path)
+    try:
+        return Dataset.from_list(rows)
+    except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as err:  # one column, several types: Arrow has one per column
+        mixed = mixed_column(rows)
+        raise DatasetError(f"{path}: {mixed or err}; every row must give a column the same type") from None

@@ -92,6 +92,7 @@ def _evaluate_environment(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
     from types import SimpleNamespace
 
     from training.envs.evaluation import TOOL_ERROR, environment_episodes
+    from training.input_checks import check_environment_rows
     from training.train import setup_environment
     from training.warm_start_tools import sampling_chat_template
 
@@ -102,6 +103,7 @@ def _evaluate_environment(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
     )
     rows = _heldout_rows(spec)
     factory, rows, _ = setup_environment(script, rows, [])
+    check_environment_rows(factory, {spec.heldout_file: rows})
     iterations = spec.max_tool_calling_iterations
     max_turns = min(iterations if iterations is not None else spec.max_tool_calls, spec.max_tool_calls) + 1
     episodes, counts = environment_episodes(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import errno
-import importlib
 import json
 import logging
 import os
@@ -43,6 +42,8 @@ from training.envs.tool_names import check_tool_names, environment_tool_names
 from training.errors import BadInputError, bad_input_exits
 from training.fault_injection import fault_point
 from training.flags import read_flags
+from training.input_checks import check_environment_rows, check_lora_targets, check_recipe_fields, import_object
+from training.yaml_errors import yaml_problem
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
 from training.plain_trl import PlainTRLGRPOTrainer
@@ -148,7 +149,7 @@ def check_recipe_keys(parser: TrlParser, argv: list[str]) -> None:
     try:
         recipe = yaml.safe_load(Path(config_path).read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise RecipeError(f"recipe {config_path!r} is not valid YAML: {err}") from None
+        raise RecipeError(f"recipe {config_path!r} is not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe {config_path!r} must be a YAML mapping of keys to values")
     known = {action.dest for action in parser._actions} | {"env"}
@@ -220,13 +221,7 @@ def check_writable(out: Path) -> None:
 
 
 def import_reward(dotted: str):
-    module_name, _, attr = dotted.rpartition(".")
-    if not module_name:
-        raise RecipeError(f"reward_funcs entry {dotted!r} is not a dotted path 'module.function'")
-    try:
-        func = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise RecipeError(f"reward_funcs entry {dotted!r} cannot be imported: {err}") from None
+    func = import_object(dotted, "reward_funcs entry")
     if not callable(func):
         raise RecipeError(f"reward_funcs entry {dotted!r} is a {type(func).__name__}, not a callable")
     return func
@@ -256,8 +251,7 @@ def check_context(script_args, training_args, model_path: str, rows_by_source: d
 def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict]):
     """Import the recipe's environment, put the rendered system prompt in front of every row, and check every tool
     name the prompt, the recipe and the tasks mention against it. Returns (factory, train rows, held-out rows)."""
-    module_name, _, attr = script_args.environment_factory.rpartition(".")
-    factory = getattr(importlib.import_module(module_name), attr, None) if module_name else None
+    factory = import_object(script_args.environment_factory, "environment_factory")
     if not callable(factory):
         raise RecipeError(f"environment_factory {script_args.environment_factory!r} is not an importable callable")
     env_cls = type(factory())
@@ -342,6 +336,7 @@ def prepare(argv: list[str]) -> RunInputs:
     """Every check of the input, before any work: arguments, flags, output_dir, data, rewards, model, prompt
     lengths. Raises a `BadInputError` naming the key, flag, file, row or path."""
     script_args, training_args, model_args = parse_args(argv)
+    check_recipe_fields(script_args, training_args, model_args)
     flags = read_flags()
     push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
@@ -354,8 +349,12 @@ def prepare(argv: list[str]) -> RunInputs:
     if script_args.environment_factory:
         env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
         train_dataset = Dataset.from_list(train_rows)
+        check_environment_rows(
+            env_factory, {script_args.train_file: train_rows, script_args.heldout_file: heldout_rows}
+        )  # the environment's own check of every row (the causal one: each SCM built, sampled, its optimum found)
     reward_funcs = [import_reward(name) for name in script_args.reward_funcs]
-    reward_funcs = with_retries(reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys)
+    reward_funcs = with_retries(reward_funcs, training_args.reward_retries, strict=flags.strict_traj_keys,
+                                timeout_s=training_args.reward_timeout_s)
     warn_if_resume_inexact(training_args)
 
     # Under `accelerate launch` every rank runs this; the local main process builds the cached model (and later the
@@ -366,6 +365,7 @@ def prepare(argv: list[str]) -> RunInputs:
         script_args, training_args, model_path,
         {script_args.train_file: train_dataset.to_list(), str(script_args.heldout_file): heldout_rows},
     )  # fmt: skip
+    check_lora_targets(model_args, model_path)
     return RunInputs(
         argv, script_args, training_args, model_args, flags, push, resume, train_dataset, heldout_rows, env_factory,
         reward_funcs, model_path,

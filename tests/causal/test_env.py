@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.causal.helpers import chain5
-from training.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env
+from training.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env, scm_from_json
 from training.data import load_rows
 from training.envs.prompting import tool_schemas
 from training.envs.tool_names import environment_tool_names
@@ -116,6 +116,34 @@ def test_reset_refuses_rows_it_cannot_run():
         CausalEnv().reset(**row(target="X4"))
     with pytest.raises(EpisodeError, match="before reset"):
         CausalEnv().observe()
+
+
+def nan_scm_json() -> str:
+    """chain5 with X2's mechanism P / (P - P) of its parent P: valid in the language, inf or NaN on every sample."""
+    spec = json.loads(chain5().to_json())
+    parents = spec["mechanisms"]["X2"]["parents"]
+    x = parents[0]
+    spec["mechanisms"]["X2"] = {"kind": "expression", "parents": parents, "expression": f"{x} / ({x} - {x})"}
+    return json.dumps(spec)
+
+
+def test_check_row_refuses_before_any_episode_what_reset_or_the_episode_would_fail_on():
+    for bad, named in [
+        ({"seed": 1}, "scm_json"),
+        (row(seed=None), "seed"),
+        (row(budget=0), "budget"),
+        (row(target="X4"), "target"),
+        (row(scm_json="{not json"), "not valid JSON"),
+        (row(scm_json=nan_scm_json()), "variable X2's mechanism"),
+    ]:
+        with pytest.raises(EpisodeError, match=named):
+            CausalEnv.check_row(bad)
+
+
+def test_check_row_computes_the_optimum_the_episodes_then_reuse():
+    good = row()
+    CausalEnv.check_row(good)
+    assert "_optimum" in scm_from_json(good["scm_json"]).__dict__
 
 
 @pytest.mark.slow

@@ -77,3 +77,39 @@ def test_missing_file_and_bad_yaml(tmp_path):
     (tmp_path / "bad.yaml").write_text("variables: [unclosed")
     with pytest.raises(UserSCMError, match="not valid YAML"):
         load_user_scm(tmp_path / "bad.yaml")
+
+
+@pytest.mark.parametrize("mechanism, named", [
+    ("exp(1000) * X", "variable Z's mechanism 'exp(1000) * X' gives inf at X="),
+    ("X / (X - X)", "variable Z's mechanism 'X / (X - X)' gives inf at X="),
+    ("log(-1 - X * X)", "variable Z's mechanism 'log(-1 - X * X)' gives nan at X="),
+    ("exp(-X) + 1/0", "variable Z's mechanism 'exp(-X) + 1/0' raises ZeroDivisionError"),
+    ("X + 10.0**400", "variable Z's mechanism 'X + 10.0**400' raises OverflowError"),
+    ("1e999 * X", "the literal '1e999' is out of bounds"),
+    ("X * " + "1" * 400, "has 400 characters; numbers may have at most 40"),
+    ("-" * 50_000 + "X", "nests deeper than 50 levels"),
+    ("exp(" * 60 + "X" + ")" * 60, "nests deeper than 50 levels"),
+    (" + ".join(["X"] * 3000), "more than 200 terms"),
+    ("sqrt(X + 4.5)", "gives nan at X=-5 under do(X = -5)"),  # finite on the sample, not at the range's end
+])
+def test_an_scm_that_is_not_finite_on_its_range_or_outside_the_bounds_is_refused_naming_the_variable(mechanism, named):
+    s = copy.deepcopy(spec())
+    s["variables"]["Z"]["mechanism"] = mechanism
+    with pytest.raises(UserSCMError) as err:
+        scm_from_spec(s, where="toy")
+    assert named in str(err.value)
+    assert len(str(err.value)) < 400  # a 50,000-character expression is not repeated
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(open(TOY, "rb").read().replace(b"cbo_toy", "caf\u00e9".encode("latin-1")))
+    with pytest.raises(UserSCMError) as err:
+        load_user_scm(path)
+    assert str(err.value).startswith(f"{path}: not UTF-8 (byte ") and "\n" not in str(err.value)
+
+
+def test_expressions_within_the_bounds_still_compile():
+    inside = ["-" * 49 + "X", "exp(" * 49 + "X" + ")" * 49, " + ".join(["X"] * 200), "X * 1e12", "X * 0.000001"]
+    for source in inside:
+        compile_expression(source, {"X"})

@@ -32,6 +32,7 @@ initial rows: the sample correlation of the target with every other variable (`d
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,7 +41,8 @@ import numpy as np
 
 from training.causal import pending
 from training.causal.metrics import parent_f1
-from training.causal.scm import SCM, InterventionError
+from training.causal.scm import SCM, InterventionError, SCMError
+from training.causal.scm_checks import check_scm
 from training.causal.surrogate import ParentPosterior
 
 DEFAULT_BUDGET = 20
@@ -163,6 +165,31 @@ def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
     return text
 
 
+def episode_settings(scm_json, seed, budget, initial_samples, target, row: dict) -> tuple[SCM, int, int]:
+    """(SCM, budget, initial samples) of a row's fields, or `EpisodeError` naming the field."""
+    if scm_json is None:
+        raise EpisodeError(f"causal row needs 'scm_json' (columns: {sorted(['seed', *row])})")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise EpisodeError(f"causal row needs an int 'seed' for the episode's sampling, got {seed!r}")
+    budget = DEFAULT_BUDGET if budget is None else budget
+    initial = DEFAULT_INITIAL_SAMPLES if initial_samples is None else initial_samples
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise EpisodeError(f"row 'budget' must be an int >= 1, got {budget!r}")
+    if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
+        raise EpisodeError(f"row 'initial_samples' must be an int >= 0, got {initial!r}")
+    if not isinstance(scm_json, str):
+        raise EpisodeError(f"row 'scm_json' must be the SCM as JSON text, got a {type(scm_json).__name__}")
+    try:
+        scm = scm_from_json(scm_json)
+    except json.JSONDecodeError as err:
+        raise EpisodeError(f"row 'scm_json' is not valid JSON ({err.msg} at character {err.pos})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # SCMError, ExpressionError, a malformed spec
+        raise EpisodeError(f"row 'scm_json' is not an SCM we can build: {type(err).__name__}: {err}") from None
+    if target is not None and target != scm.target:
+        raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {scm.target!r}")
+    return scm, budget, initial
+
+
 @lru_cache(maxsize=1024)
 def scm_from_json(text: str) -> SCM:
     """The SCM of a row, parsed once per process: its optimum and reward normaliser (nonlinear SCMs: a numerical
@@ -221,19 +248,7 @@ class CausalEnv:
     def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
               initial_samples: int | None = None, target: str | None = None, **row) -> str:
         """Start an episode on the row's SCM; returns the budget and a short summary of the initial data."""
-        if scm_json is None:
-            raise EpisodeError(f"causal row needs 'scm_json' (columns: {sorted(['seed', *row])})")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise EpisodeError(f"causal row needs an int 'seed' for the episode's sampling, got {seed!r}")
-        budget = DEFAULT_BUDGET if budget is None else budget
-        initial = DEFAULT_INITIAL_SAMPLES if initial_samples is None else initial_samples
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise EpisodeError(f"row 'budget' must be an int >= 1, got {budget!r}")
-        if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
-            raise EpisodeError(f"row 'initial_samples' must be an int >= 0, got {initial!r}")
-        self.scm = scm_from_json(scm_json)
-        if target is not None and target != self.scm.target:
-            raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {self.scm.target!r}")
+        self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._pending = []
         self._rng = np.random.default_rng(seed)
         self._seed = int(seed)
@@ -247,6 +262,19 @@ class CausalEnv:
         self._sync_record()
         self._record.reset_text = data_summary(self.scm, rows, budget)
         return self._record.reset_text
+
+    @classmethod
+    def check_row(cls, row: dict) -> None:
+        """Everything `reset` would refuse about `row`, before any work (`training.input_checks` calls this for
+        every train and held-out row): its fields, and its SCM built, sampled once at the ends of every range and
+        its optimum computed (`scm_checks`; cached, so the episodes reuse it). Raises `EpisodeError`."""
+        scm_json = row.get("scm_json")
+        settings = {k: row.get(k) for k in ("seed", "budget", "initial_samples", "target")}
+        scm, _, _ = episode_settings(scm_json, **settings, row={k: v for k, v in row.items() if k not in settings})
+        try:
+            check_scm(scm)
+        except SCMError as err:
+            raise EpisodeError(f"scm_json: {err}") from None
 
     # ---- tools ----------------------------------------------------------------------------------------------------
     # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.

@@ -10,12 +10,21 @@ closures over numpy arrays; nothing is ever passed to `eval`/`exec`. Allowed:
 
 Anything else (attribute access, subscripts, comparisons, keyword arguments, lambdas, strings, unknown names or
 functions) raises `ExpressionError` naming what was refused.
+
+What an expression may ask of the parser and of the evaluator is bounded, and checked on its tokens BEFORE `ast.parse`
+(whose own recursion overflows with a RecursionError or MemoryError on a 3,000-term sum or 50,000 unary minuses):
+a numeric literal's magnitude (`MAX_LITERAL`, and at most `MAX_LITERAL_CHARS` characters: a 400-digit integer
+overflows `float`), the nesting depth (parentheses, or a run of unary signs: `MAX_NESTING`), the number of terms
+(names and numbers: `MAX_TERMS`) and the length (`MAX_CHARS`).
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import math
 import operator
+import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +50,13 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Pow: operator.pow}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 
+MAX_LITERAL = 1e12
+MAX_LITERAL_CHARS = 40
+MAX_NESTING = 50
+MAX_TERMS = 200
+MAX_CHARS = 4000
+_PREFIX_AFTER = {"(", ",", "+", "-", "*", "/", "**"}  # an operator after one of these (or first) is a unary sign
+
 Evaluator = Callable[[Mapping[str, np.ndarray]], np.ndarray | float]
 
 
@@ -62,17 +78,20 @@ def compile_expression(source: str, allowed_names: set[str] | frozenset[str], wh
     if not isinstance(source, (str, int, float)) or isinstance(source, bool):
         raise ExpressionError(f"{where}: must be a string expression or a number, got {type(source).__name__}")
     text = str(source)
+    check_bounds(text, where)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as err:
         raise ExpressionError(f"{where}: {text!r} is not a valid expression ({err.msg})") from None
+    except (RecursionError, MemoryError, ValueError) as err:  # the bounds should keep the parser from these
+        raise ExpressionError(f"{where}: the expression is too large to parse ({type(err).__name__})") from None
     names: set[str] = set()
 
     def build(node: ast.AST) -> Evaluator:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise ExpressionError(f"{where}: only numeric literals are allowed, got {node.value!r}")
-            value = float(node.value)
+            value = literal_value(node.value, where, repr(node.value))
             return lambda env: value
         if isinstance(node, ast.Name):
             if node.id in CONSTANTS:
@@ -110,3 +129,54 @@ def compile_expression(source: str, allowed_names: set[str] | frozenset[str], wh
 
     fn = build(tree.body)
     return Expression(source=text, names=frozenset(names), _fn=fn)
+
+
+def shortened(text: str, limit: int = 60) -> str:
+    """`text` quoted, cut at `limit` characters (a 50,000-character expression is not repeated in a message)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def literal_value(value: int | float, where: str, shown: str) -> float:
+    """A numeric literal (written `shown`) as a float within +-`MAX_LITERAL`, or `ExpressionError`."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or abs(number) > MAX_LITERAL:
+        raise ExpressionError(f"{where}: the literal {shortened(shown)} is out of bounds: numbers must be finite and "
+                              f"at most {MAX_LITERAL:g} in magnitude")
+    return number
+
+
+def check_bounds(text: str, where: str) -> None:
+    """Refuse, from the tokens and before any parsing, an expression outside the bounds of the module docstring.
+    Text that does not tokenize is left to `ast.parse`, which names the syntax error."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        tokens = []
+    depth = max_depth = run = terms = 0
+    previous = None
+    for tok in tokens:
+        if tok.type == tokenize.NUMBER:
+            if len(tok.string) > MAX_LITERAL_CHARS:
+                raise ExpressionError(f"{where}: the literal {shortened(tok.string)} has {len(tok.string)} characters; "
+                                      f"numbers may have at most {MAX_LITERAL_CHARS}")
+            if tok.string.rstrip("jJ") == tok.string:  # a complex literal is refused by name when the tree is built
+                literal_value(ast.literal_eval(tok.string), where, tok.string)
+        if tok.type in (tokenize.NAME, tokenize.NUMBER):
+            terms += 1
+        sign = tok.type == tokenize.OP and tok.string in ("+", "-") and (previous is None or previous in _PREFIX_AFTER)
+        run = run + 1 if sign else 0
+        if tok.type == tokenize.OP and tok.string in ("(", ")"):
+            depth += 1 if tok.string == "(" else -1
+        max_depth = max(max_depth, depth + run)
+        if tok.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER):
+            previous = tok.string
+        if max_depth > MAX_NESTING:
+            raise ExpressionError(f"{where}: the expression nests deeper than {MAX_NESTING} levels (parentheses and "
+                                  f"unary signs)")
+        if terms > MAX_TERMS:
+            raise ExpressionError(f"{where}: the expression has more than {MAX_TERMS} terms (names and numbers)")
+    if len(text) > MAX_CHARS:
+        raise ExpressionError(f"{where}: the expression has {len(text)} characters; at most {MAX_CHARS}")

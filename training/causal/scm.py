@@ -27,7 +27,7 @@ from typing import Literal
 import networkx as nx
 import numpy as np
 
-from training.causal.expressions import compile_expression
+from training.causal.expressions import compile_expression, shortened
 
 Goal = Literal["max", "min"]
 GOALS = ("max", "min")
@@ -86,7 +86,7 @@ class ExpressionMechanism:
 
     @cached_property
     def _expression(self):
-        expr = compile_expression(self.source, frozenset(self.parents), where=f"mechanism {self.source!r}")
+        expr = compile_expression(self.source, frozenset(self.parents), where=f"mechanism {shortened(self.source)}")
         unused = set(self.parents) - expr.names
         if unused:
             raise SCMError(f"mechanism {self.source!r} does not use its parent(s) {sorted(unused)}: every edge "
@@ -344,9 +344,16 @@ class SCM:
 
     @classmethod
     def from_dict(cls, spec: Mapping) -> SCM:
+        if not isinstance(spec, Mapping):
+            raise SCMError(f"an SCM spec must be a mapping, got {type(spec).__name__}")
         for key in ("variables", "target", "mechanisms", "noise_std", "ranges"):
             if key not in spec:
                 raise SCMError(f"SCM spec has no {key!r} field (fields: {sorted(spec)})")
+        if not isinstance(spec["variables"], list):
+            raise SCMError(f"variables: must be a list of names, got {spec['variables']!r}")
+        for key in ("mechanisms", "noise_std", "ranges"):
+            if not isinstance(spec[key], Mapping):
+                raise SCMError(f"{key}: must be a mapping by variable name, got {type(spec[key]).__name__}")
         return cls(
             variables=list(spec["variables"]),
             mechanisms={v: mechanism_from_dict(m, f"mechanisms.{v}") for v, m in spec["mechanisms"].items()},

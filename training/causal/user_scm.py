@@ -16,7 +16,9 @@ Each mechanism is X_v = f_v(parents) + noise_std * N(0, 1); f_v is written in th
 `training.causal.expressions` (arithmetic, numbers, pi, e, and exp/log/sqrt/abs/sin/cos/tan/tanh/sigmoid/square/
 minimum/maximum of the parents). A non-target variable without `range` gets
 [-max_intervention_value, +max_intervention_value] (`max_intervention_value` at the top level, default 3.0).
-Every mistake raises `UserSCMError` naming the field (``variables.Z.mechanism: ...``).
+Every mistake raises `UserSCMError` naming the field (``variables.Z.mechanism: ...``); so does a file that is not
+UTF-8, an expression outside the language's bounds, and an SCM whose mechanisms raise or give a non-finite value on
+its range or whose optimum is not finite (`training.causal.scm_checks`, naming the variable and the values).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import yaml
 
 from training.causal.expressions import ExpressionError
 from training.causal.scm import SCM, ExpressionMechanism, SCMError
+from training.causal.scm_checks import check_scm
+from training.yaml_errors import yaml_problem
 
 TOP_KEYS = {"name", "source", "target", "goal", "variables", "edges", "max_intervention_value"}
 VAR_KEYS = {"mechanism", "noise_std", "range"}
@@ -109,9 +113,11 @@ def scm_from_spec(spec: dict, where: str = "scm") -> SCM:
         ranges[v] = (lo, hi)
     meta = {"family": "user", "name": spec.get("name", "user_scm")}
     try:
-        return SCM(names, mechanisms, noise, ranges, target, goal, meta=meta)
+        scm = SCM(names, mechanisms, noise, ranges, target, goal, meta=meta)
+        check_scm(scm)
     except SCMError as err:
         raise UserSCMError(f"{where}: {err}") from None
+    return scm
 
 
 def load_user_scm(path: str | Path) -> SCM:
@@ -119,7 +125,9 @@ def load_user_scm(path: str | Path) -> SCM:
     if not path.exists():
         raise UserSCMError(f"SCM file {str(path)!r} does not exist")
     try:
-        spec = yaml.safe_load(path.read_text())
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserSCMError(f"{path}: {yaml_problem(err)}; save the file as UTF-8") from None
     except yaml.YAMLError as err:
-        raise UserSCMError(f"{path}: not valid YAML ({err})") from None
+        raise UserSCMError(f"{path}: not valid YAML ({yaml_problem(err)})") from None
     return scm_from_spec(spec, where=str(path))
