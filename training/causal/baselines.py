@@ -5,8 +5,8 @@ call, ``(tool name, arguments)``:
 
 * `RandomPolicy`: a uniform non-target variable, a uniform value in its range.
 * `GreedyEIGPolicy`: the intervention with the largest expected information gain about the target's parent set
-  under the exact surrogate. Estimator: draw M (DAG, parameters) pairs from the posterior
-  (`ExactSurrogate.posterior_models`), and for each candidate do(X_i = v) on a grid of G values per variable,
+  under the episode's surrogate (exact or additive). Estimator: draw M (DAG, parameters) pairs from the posterior
+  (`posterior_models`), and for each candidate do(X_i = v) on a grid of G values per variable,
   simulate one outcome per draw with shared noise (common random numbers across candidates); then
   EIG(i, v) ≈ H(now) - (1/M) sum_m H(posterior after adding outcome m). All (d - 1) G M hypothetical posteriors are
   scored in one batched call (`what_if_many`); cost per decision ≈ (d - 1) G M single-row updates
@@ -33,7 +33,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.causal.env import CausalEnv, EpisodeRecord, make_causal_env
-from training.causal.exact_surrogate import ExactSurrogate
 from training.causal.optimum import best_value
 
 Call = tuple[str, dict]
@@ -78,8 +77,9 @@ class GreedyEIGPolicy:
 
     def eig(self, env: CausalEnv, rng: np.random.Generator) -> tuple[list[tuple[str, float]], np.ndarray]:
         sur = env.surrogate
-        if not isinstance(sur, ExactSurrogate):
-            raise TypeError(f"greedy EIG needs the exact surrogate, the environment has {type(sur).__name__}")
+        if not (hasattr(sur, "posterior_models") and hasattr(sur, "what_if_many")):
+            raise TypeError(f"greedy EIG needs a surrogate with posterior draws (exact or additive), the environment "
+                            f"has {type(sur).__name__}")
         cands = self.candidates(env)
         models = sur.posterior_models(self.n_models, rng)
         eps = rng.standard_normal((self.n_models, sur.d))

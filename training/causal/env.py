@@ -48,6 +48,7 @@ DEFAULT_INITIAL_SAMPLES = 5
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
+SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s names; "exact" is the default
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
 
@@ -175,6 +176,10 @@ def build_surrogate(kind: str, variables: list[str], target: str):
         from training.causal.exact_surrogate import ExactSurrogate
 
         return ExactSurrogate(variables, target)
+    if kind == "additive":
+        from training.causal.additive_surrogate import AdditiveSurrogate
+
+        return AdditiveSurrogate(variables, target)
     if kind == "learned":
         from training.causal.learned_surrogate import LearnedSurrogate
 
@@ -183,7 +188,7 @@ def build_surrogate(kind: str, variables: list[str], target: str):
         from training.causal.surrogate import NoopSurrogate
 
         return NoopSurrogate(variables, target)
-    raise ValueError(f"surrogate: must be 'exact', 'learned' or 'noop', got {kind!r}")
+    raise ValueError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")
 
 
 class CausalEnv:
@@ -336,9 +341,10 @@ class CausalEnv:
 
 def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
     """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
-    ("exact", "learned" or "noop"); `active=False` freezes the surrogate (it never updates)."""
-    if surrogate not in ("exact", "learned", "noop"):
-        raise ValueError(f"surrogate: must be 'exact', 'learned' or 'noop', got {surrogate!r}")
+    (`SURROGATES`: "exact" the linear-Gaussian one, "additive" the nonlinear one, "learned", "noop");
+    `active=False` freezes the surrogate (it never updates)."""
+    if surrogate not in SURROGATES:
+        raise ValueError(f"surrogate: must be one of {SURROGATES}, got {surrogate!r}")
     if not isinstance(active, bool):
         raise ValueError(f"active: must be a bool, got {active!r}")
     name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
@@ -348,3 +354,5 @@ def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[Causa
 # Importable frozen variant, for recipes (`environment_factory: training.causal.env.CausalEnvFrozen`): the old system's
 # failure mode, a surrogate that never learns (its structure and parent rewards are then exactly 0).
 CausalEnvFrozen = make_causal_env("exact", active=False)
+# The additive (nonlinear) surrogate, for recipes (`environment_factory: training.causal.env.CausalEnvAdditive`).
+CausalEnvAdditive = make_causal_env("additive")
