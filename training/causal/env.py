@@ -6,7 +6,7 @@ schema read from the type hints and the docstring. So the class has exactly two 
 `observe`; everything else is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (row `budget`, default 20) and updates the surrogate (unless the class is frozen). The update is
+episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate (unless the class is frozen). The update is
 deferred until something reads a posterior, so that a generation batch's episodes are updated together
 (`training.causal.pending`); the reply to the model (the sampled rows, one decimal) does not depend on it. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
@@ -23,7 +23,7 @@ sample would reward luck and make regret negative by chance; the expectation is 
 Rows (`training.tasks.causal`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
 samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
 common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
-sees at reset, default 5). Reset's text (appended by TRL to the prompt) gives the budget and a short summary of the
+sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the budget and a short summary of the
 initial rows: the sample correlation of the target with every other variable (`data_summary`).
 
 `episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
@@ -43,8 +43,11 @@ from training.causal.metrics import parent_f1
 from training.causal.scm import SCM, InterventionError
 from training.causal.surrogate import ParentPosterior
 
-DEFAULT_BUDGET = 20
-DEFAULT_INITIAL_SAMPLES = 5
+# The one default of every row, command and baseline (training.tasks.causal, training.causal.scm_rows): 6 calls
+# after 10 observational rows. A 6-call episode of the tiny Qwen3 is ~600 tokens; 20 would not fit its 1024-token
+# context, and shorter episodes give each call's credit a clearer signal.
+DEFAULT_BUDGET = 6
+DEFAULT_INITIAL_SAMPLES = 10
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
