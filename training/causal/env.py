@@ -6,8 +6,8 @@ schema read from the type hints and the docstring. So the class has exactly two 
 `observe`; everything else is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate (unless the class is frozen). The update is
-deferred until something reads a posterior, so that a generation batch's episodes are updated together
+episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate (unless the class is frozen). The
+update is deferred until something reads a posterior, so that a generation batch's episodes are updated together
 (`training.causal.pending`); the reply to the model (the sampled rows, one decimal) does not depend on it. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
 variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
@@ -23,8 +23,9 @@ sample would reward luck and make regret negative by chance; the expectation is 
 Rows (`training.tasks.causal`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
 samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
 common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
-sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the budget and a short summary of the
-initial rows: the sample correlation of the target with every other variable (`data_summary`).
+sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the
+budget and a short summary of the initial rows: the sample correlation of the target with every other variable
+(`data_summary`).
 
 `episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
 `surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).

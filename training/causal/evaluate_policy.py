@@ -13,9 +13,10 @@ names a LoRA adapter explicitly. The episodes: `--split` (train, heldout, a JSON
 `--scm FILE` (a user's SCM, `training.causal.user_scm`; episode k of it is the k-th paired episode), with `--budget`
 and `--initial_samples` replacing the rows' (`training.causal.scm_rows.split_rows`), and `--surrogate` (exact, the
 linear-Gaussian one, by default; additive for nonlinear mechanisms). The sampling settings and length limits come
-from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory): temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations,
-max_tool_calls_per_episode, chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding
-sampled`, the training temperature, torch seed `--seed`), greedy, or both (the default; records carry `decoding`).
+from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory):
+temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations, max_tool_calls_per_episode,
+chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding sampled`, the training temperature,
+torch seed `--seed`), greedy, or both (the default; records carry `decoding`).
 Episode k of every row uses the same environment seed for every policy (paired; training.causal.evaluation).
 `--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after reset).
 """
