@@ -37,6 +37,7 @@ The log structure score is log beta_v(S) = log rho(S) + log BF_v(S) with the sam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,21 @@ def atoms(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Basis:
+    """Per-parent features (`atoms`: (...,) -> (..., F)) and their prior variances (F,)."""
+
+    atoms: Callable[[np.ndarray], np.ndarray]
+    prior_var: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.prior_var)
+
+
+DICTIONARY = Basis(atoms, PRIOR_VAR)  # the surrogate's; others only for measurements (benchmarks/cbo_parents.py)
+
+
+@dataclass(frozen=True)
 class NodeDesign:
     """Node v's rows: y (n,), and every variable's standardised atoms there, phi (n, d, F), with the columns' means
     and sds (d, F) (sd 0 where a column is constant on the rows: its feature is 0). A new value x of parent j has
@@ -67,46 +83,47 @@ class NodeDesign:
     phi: np.ndarray
     mean: np.ndarray
     sd: np.ndarray
+    basis: Basis = DICTIONARY
 
     def features(self, j: int, x: np.ndarray) -> np.ndarray:
         safe = np.where(self.sd[j] > 0, self.sd[j], 1.0)
-        return np.where(self.sd[j] > 0, (atoms(x) - self.mean[j]) / safe, 0.0)
+        return np.where(self.sd[j] > 0, (self.basis.atoms(x) - self.mean[j]) / safe, 0.0)
 
 
-def node_design(samples: np.ndarray, intervened: np.ndarray, v: int) -> NodeDesign:
+def node_design(samples: np.ndarray, intervened: np.ndarray, v: int, basis: Basis = DICTIONARY) -> NodeDesign:
     rows = samples[~intervened[:, v]]
-    d = samples.shape[1]
+    d, f = samples.shape[1], basis.size
     if len(rows) == 0:
-        zeros = np.zeros((d, FEATURES))
-        return NodeDesign(np.zeros(0), np.zeros((0, d, FEATURES)), zeros, zeros)
-    raw = atoms(rows)  # (n, d, F)
+        zeros = np.zeros((d, f))
+        return NodeDesign(np.zeros(0), np.zeros((0, d, f)), zeros, zeros, basis)
+    raw = basis.atoms(rows)  # (n, d, F)
     mean, sd = raw.mean(axis=0), raw.std(axis=0)
     sd = np.where(sd <= CONSTANT_REL_SD * np.abs(mean), 0.0, sd)
     phi = np.where(sd > 0, (raw - mean) / np.where(sd > 0, sd, 1.0), 0.0)
-    return NodeDesign(rows[:, v], phi, mean, sd)
+    return NodeDesign(rows[:, v], phi, mean, sd, basis)
 
 
-def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray) -> np.ndarray:
+def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY) -> np.ndarray:
     """log BF_v(S) for every node v and mask S of one data set: (d, 2^d), -inf where v in S."""
-    d = samples.shape[1]
+    d, features = samples.shape[1], basis.size
     plan = subset_plan(d)
     out = np.full((d, 1 << d), -np.inf)
     out[np.arange(d), 0] = 0.0
-    designs = [node_design(samples, intervened, v) for v in range(d)]
+    designs = [node_design(samples, intervened, v, basis) for v in range(d)]
     n = np.array([len(de.y) for de in designs], dtype=float)
     yc = [de.y - de.y.mean() if len(de.y) else de.y for de in designs]
     q0 = np.array([float(y @ y) for y in yc])
     informative = (n >= 2) & (q0 > (CONSTANT_REL_SD ** 2) * n * np.array(
         [de.y.mean() ** 2 if len(de.y) else 0.0 for de in designs]))
-    scale = np.sqrt(np.tile(PRIOR_VAR, d))  # Lambda^(1/2) per flattened feature
-    gram = np.zeros((d, d * FEATURES, d * FEATURES))
-    cross = np.zeros((d, d * FEATURES))
+    scale = np.sqrt(np.tile(basis.prior_var, d))  # Lambda^(1/2) per flattened feature
+    gram = np.zeros((d, d * features, d * features))
+    cross = np.zeros((d, d * features))
     for v, de in enumerate(designs):
         if len(de.y):
-            phi = de.phi.reshape(len(de.y), d * FEATURES) * scale
+            phi = de.phi.reshape(len(de.y), d * features) * scale
             gram[v], cross[v] = phi.T @ phi, phi.T @ yc[v]
     for grp in plan.size_groups:
-        fidx = (grp.idx[:, :, None] * FEATURES + np.arange(FEATURES)).reshape(len(grp.nodes), -1)  # (m, p)
+        fidx = (grp.idx[:, :, None] * features + np.arange(features)).reshape(len(grp.nodes), -1)  # (m, p)
         g = gram[grp.nodes[:, None, None], fidx[:, :, None], fidx[:, None, :]]  # scaled: Lambda^½ Phi'Phi Lambda^½
         b = cross[grp.nodes[:, None], fidx]
         a = g + np.eye(fidx.shape[1])
@@ -120,6 +137,6 @@ def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray) -> np.nd
     return out
 
 
-def log_local_scores_rows(samples: np.ndarray, intervened: np.ndarray) -> np.ndarray:
+def log_local_scores_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY) -> np.ndarray:
     """log beta_v(S) = log rho(S) + log BF_v(S), shape (d, 2^d) (-inf where v in S)."""
-    return subset_plan(samples.shape[1]).log_prior + log_bayes_factors_rows(samples, intervened)
+    return subset_plan(samples.shape[1]).log_prior + log_bayes_factors_rows(samples, intervened, basis)

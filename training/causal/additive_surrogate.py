@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.causal.additive_scores import FEATURES, PRIOR_VAR, NodeDesign, log_local_scores_rows, node_design
+from training.causal.additive_scores import NodeDesign, log_local_scores_rows, node_design
 from training.causal.exact_surrogate import _entropies, _topological
 from training.causal.scores import check_batch
 from training.causal.structure_posterior import parent_log_posterior, sample_dags
@@ -151,7 +151,8 @@ class AdditiveSurrogate:
                 de = designs[v]
                 sigma2 = (q / 2.0) / rng.gamma((len(de.y) - 1.0) / 2.0)
                 u = mean_u + np.sqrt(sigma2) * np.linalg.solve(chol.T, rng.standard_normal(len(mean_u)))
-                weights.append((u * np.tile(np.sqrt(PRIOR_VAR), len(parents[v]))).reshape(len(parents[v]), FEATURES))
+                scale = np.tile(np.sqrt(de.basis.prior_var), len(parents[v]))
+                weights.append((u * scale).reshape(len(parents[v]), de.basis.size))
                 intercept[v] = de.y.mean() + rng.normal() * np.sqrt(sigma2 / len(de.y))
                 sd[v] = np.sqrt(sigma2)
             models.append(AdditiveModel(_topological(parents), parents, intercept, designs, weights, sd))
@@ -164,7 +165,7 @@ def _fit(design: NodeDesign, parents: list[int]) -> tuple[np.ndarray, np.ndarray
     q0 = max(float(yc @ yc), 1e-300)
     if not parents:
         return np.zeros(0), np.zeros((0, 0)), q0
-    phi = design.phi[:, parents].reshape(len(yc), -1) * np.tile(np.sqrt(PRIOR_VAR), len(parents))
+    phi = design.phi[:, parents].reshape(len(yc), -1) * np.tile(np.sqrt(design.basis.prior_var), len(parents))
     a = np.eye(phi.shape[1]) + phi.T @ phi
     b = phi.T @ yc
     mean_u = np.linalg.solve(a, b)
