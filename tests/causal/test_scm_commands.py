@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from training.causal import baselines, evaluate_policy, scm_rows
+from training.causal import baselines, evaluate_policy, results, scm_rows
 from training.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.data import load_rows
 from training.tasks.causal import scm_row
@@ -41,6 +41,9 @@ def test_an_scm_file_is_a_split_for_evaluate_policy_from_any_directory(elsewhere
                                   "--out", "again.jsonl"])
     assert [r["call_log"] for r in again] == [r["call_log"] for r in records]  # --scm and --split FILE: same episodes
     assert evaluate_policy.DEFAULT_RECIPE.is_absolute() and evaluate_policy.DEFAULT_RECIPE.is_file()
+    text = results.main(["random=random.jsonl", "again=again.jsonl"])  # the comparison reports the best E[Y | do]
+    pooled = text.split("Pooled over seeds:")[1]
+    assert "| random |" in pooled and "| again |" in pooled and "(-2.1718)" in pooled
 
 
 def test_a_missing_scm_file_is_one_error_line(elsewhere, capsys):

@@ -21,7 +21,7 @@ call, ``(tool name, arguments)``:
 tool-call format. `python -m training.causal.baselines --split heldout --episodes N` (or `--scm FILE --budget B
 --initial_samples I`, `--surrogate additive`, `--out records.jsonl`) prints per baseline the final regret, parent F1
 of the final posterior, cumulative information gain, reward, the best E[target | do] against the optimum, the final
-parent marginals and each variable's share of the interventions (`training.causal.evaluation.summary_table`).
+parent marginals and each variable's share of the interventions (`training.causal.results.summary_table`).
 """
 
 from __future__ import annotations
@@ -156,7 +156,8 @@ def summarise(records: list[EpisodeRecord]) -> dict[str, tuple[float, float]]:
 
 def main(argv: list[str] | None = None) -> None:
     from training.causal.env import SURROGATES
-    from training.causal.evaluation import baseline_episodes, summary_table, write_jsonl
+    from training.causal.evaluation import baseline_episodes, write_jsonl
+    from training.causal.results import summary_table
     from training.causal.scm_rows import split_rows
     from training.errors import BadInputError, bad_input_exits
 

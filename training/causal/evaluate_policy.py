@@ -33,7 +33,8 @@ import torch
 import yaml
 
 from training.causal.env import SURROGATES, make_causal_env
-from training.causal.evaluation import baseline_episodes, lm_episodes, summary_table, write_jsonl
+from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
+from training.causal.results import summary_table
 from training.causal.rewards import COMPONENTS
 from training.causal.scm_rows import split_rows
 from training.errors import BadInputError, bad_input_exits

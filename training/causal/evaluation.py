@@ -19,7 +19,8 @@ final posterior's MAP parent set, cumulative information gain (nats), final entr
 weighted reward, the invalid calls by kind (environment refusals) and the malformed calls (tool-layer refusals), the
 calls made, the final posterior's parent marginals P(X_j ∈ Pa(target)) (`parent_marginals`), the best E[target | do]
 the episode reached (`best_expected`, against the SCM's `optimum` and `goal`) and its valid interventions per variable
-(`interventions_on`). `summarise` reduces records to means; `summary_table` prints them per policy.
+(`interventions_on`). `summarise` reduces records to means; `training.causal.results.summary_table` prints
+them per policy.
 """
 
 from __future__ import annotations
@@ -213,37 +214,6 @@ def summarise(records: list[dict]) -> dict[str, float]:
     out = {key: float(np.mean([r[key] for r in records])) for key in SUMMARY_KEYS}
     out["episodes"] = float(len(records))
     return out
-
-
-def intervention_shares(records: list[dict]) -> dict[str, float]:
-    """Each variable's share of the records' valid interventions (0 .. 1), in order of first appearance."""
-    counts = Counter()
-    for r in records:
-        counts.update(r["interventions_on"])
-    total = sum(counts.values())
-    return {v: c / total for v, c in counts.items()} if total else {}
-
-
-def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
-    """A markdown table, one line per (policy name, records): mean ± std over episodes of the final regret, parent
-    F1, information gain, reward and invalid calls; the mean best E[target | do] against the optimum; the mean
-    final parent marginals; each variable's share of the interventions."""
-    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | best E[target | do] "
-             "(optimum) | final P(v ∈ Pa(target)) | share of interventions | episodes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
-    for name, records in runs:
-        cells = []
-        for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
-            v = np.array([r[key] for r in records])
-            cells.append(f"{v.mean():.3f} ± {v.std():.3f}")
-        best = np.array([r["best_expected"] for r in records])
-        cells.append(f"{best.mean():.3f} ± {best.std():.3f} ({np.mean([r['optimum'] for r in records]):.4f})")
-        names = list(records[0]["parent_marginals"])
-        marg = {v: np.mean([r["parent_marginals"].get(v, np.nan) for r in records]) for v in names}
-        cells.append(", ".join(f"{v} {p:.2f}" for v, p in marg.items()))
-        cells.append(", ".join(f"{v} {p:.2f}" for v, p in intervention_shares(records).items()) or "none")
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(records)} |")
-    return "\n".join(lines)
 
 
 def write_jsonl(records: list[dict], path) -> None:

@@ -11,6 +11,9 @@ and information gain (higher), with the paired per-episode difference (same SCM 
 per policy and metric of whether the difference is real: per episode (row, episode: the same SCM and environment
 seed for every policy) the difference averaged over the seeds, then `training.stats.compare_paired` (paired t, or
 Wilcoxon when the differences are far from normal) with Cohen's d_z, Holm-adjusted over every test in the table.
+Then, pooled over each policy's files (`summary_table`, also what the evaluation and baseline commands print): the
+best E[target | do] reached against the optimum, the final parent marginals and each variable's share of the
+interventions.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import glob
 import json
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -111,6 +115,37 @@ def significance(episodes: dict[str, dict[str, list[dict]]], versus: str) -> lis
     return lines
 
 
+def intervention_shares(records: list[dict]) -> dict[str, float]:
+    """Each variable's share of the records' valid interventions (0 .. 1), in order of first appearance."""
+    counts = Counter()
+    for r in records:
+        counts.update(r["interventions_on"])
+    total = sum(counts.values())
+    return {v: c / total for v, c in counts.items()} if total else {}
+
+
+def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
+    """A markdown table, one line per (policy name, records): mean ± std over episodes of the final regret, parent
+    F1, information gain, reward and invalid calls; the mean best E[target | do] against the optimum; the mean
+    final parent marginals; each variable's share of the interventions."""
+    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | best E[target | do] "
+             "(optimum) | final P(v ∈ Pa(target)) | share of interventions | episodes |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
+    for name, records in runs:
+        cells = []
+        for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
+            v = np.array([r[key] for r in records])
+            cells.append(f"{v.mean():.3f} ± {v.std():.3f}")
+        best = np.array([r["best_expected"] for r in records])
+        cells.append(f"{best.mean():.3f} ± {best.std():.3f} ({np.mean([r['optimum'] for r in records]):.4f})")
+        names = list(records[0]["parent_marginals"])
+        marg = {v: np.mean([r["parent_marginals"].get(v, np.nan) for r in records]) for v in names}
+        cells.append(", ".join(f"{v} {p:.2f}" for v, p in marg.items()))
+        cells.append(", ".join(f"{v} {p:.2f}" for v, p in intervention_shares(records).items()) or "none")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(records)} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("policies", nargs="+", help="LABEL=GLOB")
@@ -125,6 +160,11 @@ def main(argv: list[str] | None = None) -> str:
             raise SystemExit(f"error: {spec!r} matches no file")
         policies[label] = paths
     text = table(policies, args.decoding, args.versus)
+    runs = [(label, [r for p in paths for r in load(p, args.decoding)]) for label, paths in policies.items()]
+    if all("best_expected" in r for _, recs in runs for r in recs):
+        text += "\n\nPooled over seeds:\n" + summary_table(runs)
+    else:  # records written before they carried the best E[target | do] and the final marginals
+        text += "\n\n(no best-E[target | do] table: some records predate its fields)"
     print(text)
     return text
 
