@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.causal.additive_scores import NodeDesign, log_local_scores_rows, node_design
-from training.causal.exact_surrogate import _entropies, _topological
+from training.causal.exact_surrogate import row_entropies, topological_order
 from training.causal.scores import check_batch
 from training.causal.structure_posterior import parent_log_posterior, sample_dags
 from training.causal.subsets import MAX_VARS, members
@@ -115,7 +115,7 @@ class AdditiveSurrogate:
         for s, m in batches:
             s, m = check_batch(s, m, self.d)
             datasets.append((np.concatenate([self.samples, s]), np.concatenate([self.intervened, m])))
-        return _entropies(_score_many(datasets, self.t)[1])
+        return row_entropies(_score_many(datasets, self.t)[1])
 
     def expected_gain(self, do: tuple[int, float] | None, mask: np.ndarray, draws: int,
                       rng: np.random.Generator) -> float | None:
@@ -155,7 +155,7 @@ class AdditiveSurrogate:
                 weights.append((u * scale).reshape(len(parents[v]), de.basis.size))
                 intercept[v] = de.y.mean() + rng.normal() * np.sqrt(sigma2 / len(de.y))
                 sd[v] = np.sqrt(sigma2)
-            models.append(AdditiveModel(_topological(parents), parents, intercept, designs, weights, sd))
+            models.append(AdditiveModel(topological_order(parents), parents, intercept, designs, weights, sd))
         return models
 
 
