@@ -107,12 +107,12 @@ def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(e
 def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhere, capsys):
     # was: --split choices were train/heldout only, and records lacked where the belief ended
     baselines.main(["--scm", "cbo.yaml", "--budget", "3", "--initial_samples", "4", "--episodes", "2",
-                    "--policies", "random,oracle", "--surrogate", "additive", "--out", "b.jsonl"])
+                    "--policies", "random,greedy_eig,oracle", "--surrogate", "additive", "--out", "b.jsonl"])
     out = capsys.readouterr().out
-    assert "| random |" in out and "| oracle |" in out and "(-2.1718)" in out
+    assert "| random |" in out and "| greedy_eig |" in out and "| oracle |" in out and "(-2.1718)" in out
     records = read_jsonl(elsewhere / "b.jsonl")
-    assert [r["policy"] for r in records] == ["random", "random", "oracle", "oracle"]
+    assert [r["policy"] for r in records] == ["random"] * 2 + ["greedy_eig"] * 2 + ["oracle"] * 2
     for r in records:
         assert set(r["parent_marginals"]) == {"X", "Z"} and all(0 <= p <= 1 for p in r["parent_marginals"].values())
         assert r["surrogate_kind"] == "additive" and r["budget"] == 3 and r["optimum"] == pytest.approx(-2.1718, 1e-4)
-    assert records[2]["best_expected"] == pytest.approx(-2.1718, abs=1e-3)  # the oracle sets Z at its optimum
+    assert records[4]["best_expected"] == pytest.approx(-2.1718, abs=1e-3)  # the oracle sets Z at its optimum
