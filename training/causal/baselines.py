@@ -148,12 +148,6 @@ def episode_messages(prompt: list[dict], record: EpisodeRecord, final_answer: st
     return messages
 
 
-def summarise(records: list[EpisodeRecord]) -> dict[str, tuple[float, float]]:
-    cols = {"final regret": [r.regret for r in records], "parent F1": [r.parent_f1 for r in records],
-            "info gain (nats)": [r.info_gain for r in records]}
-    return {k: (float(np.mean(v)), float(np.std(v))) for k, v in cols.items()}
-
-
 def main(argv: list[str] | None = None) -> None:
     from training.causal.env import SURROGATES
     from training.causal.evaluation import baseline_episodes, write_jsonl
