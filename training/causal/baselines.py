@@ -149,7 +149,7 @@ def episode_messages(prompt: list[dict], record: EpisodeRecord, final_answer: st
 
 
 def main(argv: list[str] | None = None) -> None:
-    from training.causal.env import SURROGATES
+    from training.causal.env import SAMPLED_SURROGATES
     from training.causal.evaluation import baseline_episodes, write_jsonl
     from training.causal.results import summary_table
     from training.causal.scm_rows import split_rows
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                                                                            "the rows')")
     parser.add_argument("--episodes", type=int, default=2, help="episodes per row (seeds 0..N-1)")
     parser.add_argument("--policies", default="random,greedy_eig,oracle")
-    parser.add_argument("--surrogate", choices=[k for k in SURROGATES if k not in ("noop", "learned")],
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES,
                         default="exact", help="the environment's surrogate (additive: nonlinear mechanisms)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N rows")
     parser.add_argument("--out", default=None, help="JSONL file of every episode's record (all policies)")

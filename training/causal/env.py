@@ -53,6 +53,7 @@ OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
 SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s names; "exact" is the default
+SAMPLED_SURROGATES = ("exact", "additive")  # posteriors with draws: what greedy EIG and the structure reward need
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from training.causal.env import SURROGATES, make_causal_env
+from training.causal.env import SAMPLED_SURROGATES, make_causal_env
 from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
 from training.causal.results import summary_table
 from training.causal.rewards import COMPONENTS
@@ -90,7 +90,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
                                                                            "the rows')")
-    parser.add_argument("--surrogate", choices=[k for k in SURROGATES if k != "noop"], default="exact",
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
                         help="the environment's surrogate (additive: nonlinear mechanisms)")
     parser.add_argument("--episodes", type=int, default=4, help="episodes per row (environment seeds 0..K-1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
