@@ -34,6 +34,8 @@ def validate_rows(rows: list[dict], source: str, required: tuple[str, ...] = ("p
                     f"{source}: row {i} has no {column!r} column (columns present: {sorted(row)}); "
                     f"every row needs {list(required)}"
                 )
+        if "prompt" not in required:
+            continue
         if _prompt_is_empty(row["prompt"]):
             raise DatasetError(f"{source}: row {i} has an empty 'prompt'")
         if isinstance(row["prompt"], list):
@@ -44,8 +46,9 @@ def validate_rows(rows: list[dict], source: str, required: tuple[str, ...] = ("p
                     )
 
 
-def load_rows(path: str | Path) -> list[dict]:
-    """The rows of a JSON-lines file (UTF-8, one JSON object per line; blank lines skipped), validated."""
+def load_rows(path: str | Path, required: tuple[str, ...] = ("prompt",)) -> list[dict]:
+    """The rows of a JSON-lines file (UTF-8, one JSON object per line; blank lines skipped), validated: every row
+    has the `required` columns (a `prompt`, non-empty, unless the caller never reads one)."""
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file {str(path)!r} does not exist")
@@ -71,7 +74,7 @@ def load_rows(path: str | Path) -> list[dict]:
                 kind = type(row).__name__
                 raise DatasetError(f"{path}: line {line_no} is a JSON {kind}, not an object with a 'prompt'")
             rows.append(row)
-    validate_rows(rows, str(path))
+    validate_rows(rows, str(path), required)
     return rows
 
 

@@ -71,3 +71,13 @@ def test_table_reads_seed_files_and_adds_the_tests(tmp_path):
     text = table(paths, "sampled", "warm_start")
     assert "| trained | 0 | yes" in text and "| random | - |" in text
     assert "Holm over 6 tests" in text
+
+
+def test_one_scm_studied_alone_pairs_its_episodes_and_says_so():
+    """A user's single SCM: the claim is about that SCM, its episodes (independent seeds) are the units."""
+    base = [{**r, "row": 0, "episode": i} for i, r in enumerate(records(0.0, 0))]
+    better = [{**r, "row": 0, "episode": i} for i, r in enumerate(records(0.3, 0))]
+    lines = significance({"better": {"0": better}, "base": {"0": base}}, "base")
+    assert "a claim about this SCM only" in lines[0] and lines[2].endswith("| episodes |")
+    regret = next(line.split("|") for line in lines if line.startswith("| better | regret"))
+    assert float(regret[6]) < 0.05 and int(regret[8]) == 40

@@ -5,8 +5,8 @@ call, ``(tool name, arguments)``:
 
 * `RandomPolicy`: a uniform non-target variable, a uniform value in its range.
 * `GreedyEIGPolicy`: the intervention with the largest expected information gain about the target's parent set
-  under the exact surrogate. Estimator: draw M (DAG, parameters) pairs from the posterior
-  (`ExactSurrogate.posterior_models`), and for each candidate do(X_i = v) on a grid of G values per variable,
+  under the episode's surrogate (exact or additive). Estimator: draw M (DAG, parameters) pairs from the posterior
+  (`posterior_models`), and for each candidate do(X_i = v) on a grid of G values per variable,
   simulate one outcome per draw with shared noise (common random numbers across candidates); then
   EIG(i, v) ≈ H(now) - (1/M) sum_m H(posterior after adding outcome m). All (d - 1) G M hypothetical posteriors are
   scored in one batched call (`what_if_many`); cost per decision ≈ (d - 1) G M single-row updates
@@ -18,8 +18,10 @@ call, ``(tool name, arguments)``:
   demonstrations for a supervised warm start).
 
 `run_policy(policy, row, seed)` plays one episode; `episode_messages` turns it into chat messages in Qwen3's
-tool-call format. `python -m training.causal.baselines --split heldout --episodes N` prints final regret, parent F1
-of the final posterior and cumulative information gain per baseline (mean ± std over all episodes).
+tool-call format. `python -m training.causal.baselines --split heldout --episodes N` (or `--scm FILE --budget B
+--initial_samples I`, `--surrogate additive`, `--out records.jsonl`) prints per baseline the final regret, parent F1
+of the final posterior, cumulative information gain, reward, the best E[target | do] against the optimum, the final
+parent marginals and each variable's share of the interventions (`training.causal.results.summary_table`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.causal.env import CausalEnv, EpisodeRecord, make_causal_env
-from training.causal.exact_surrogate import ExactSurrogate
 from training.causal.optimum import best_value
 
 Call = tuple[str, dict]
@@ -78,8 +79,9 @@ class GreedyEIGPolicy:
 
     def eig(self, env: CausalEnv, rng: np.random.Generator) -> tuple[list[tuple[str, float]], np.ndarray]:
         sur = env.surrogate
-        if not isinstance(sur, ExactSurrogate):
-            raise TypeError(f"greedy EIG needs the exact surrogate, the environment has {type(sur).__name__}")
+        if not (hasattr(sur, "posterior_models") and hasattr(sur, "what_if_many")):
+            raise TypeError(f"greedy EIG needs a surrogate with posterior draws (exact or additive), the environment "
+                            f"has {type(sur).__name__}")
         cands = self.candidates(env)
         models = sur.posterior_models(self.n_models, rng)
         eps = rng.standard_normal((self.n_models, sur.d))
@@ -146,34 +148,49 @@ def episode_messages(prompt: list[dict], record: EpisodeRecord, final_answer: st
     return messages
 
 
-def summarise(records: list[EpisodeRecord]) -> dict[str, tuple[float, float]]:
-    cols = {"final regret": [r.regret for r in records], "parent F1": [r.parent_f1 for r in records],
-            "info gain (nats)": [r.info_gain for r in records]}
-    return {k: (float(np.mean(v)), float(np.std(v))) for k, v in cols.items()}
-
-
 def main(argv: list[str] | None = None) -> None:
-    from training.tasks.causal import DATA_DIR
+    from training.causal.env import SAMPLED_SURROGATES
+    from training.causal.evaluation import baseline_episodes, write_jsonl
+    from training.causal.results import summary_table
+    from training.causal.scm_rows import split_rows
+    from training.errors import BadInputError, bad_input_exits
 
-    parser = argparse.ArgumentParser(description="Baseline policies on the bundled causal split.")
-    parser.add_argument("--split", default="heldout", choices=["train", "heldout"])
-    parser.add_argument("--episodes", type=int, default=2, help="episodes per SCM (seeds 0..N-1)")
+    parser = argparse.ArgumentParser(description="Baseline policies on a causal split or a user's SCM file.")
+    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
+                                                      "SCM file (.yaml)")
+    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
+    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
+    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
+                                                                           "the rows')")
+    parser.add_argument("--episodes", type=int, default=2, help="episodes per row (seeds 0..N-1)")
     parser.add_argument("--policies", default="random,greedy_eig,oracle")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N SCMs of the split")
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES,
+                        default="exact", help="the environment's surrogate (additive: nonlinear mechanisms)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N rows")
+    parser.add_argument("--out", default=None, help="JSONL file of every episode's record (all policies)")
     args = parser.parse_args(argv)
-    with open(DATA_DIR / f"{args.split}.jsonl") as f:
-        rows = [json.loads(line) for line in f][: args.limit]
-    print(f"split {args.split}: {len(rows)} SCMs x {args.episodes} episodes, budget {rows[0]['budget']}, exact "
+    with bad_input_exits():
+        unknown = [p for p in args.policies.split(",") if p not in POLICIES]
+        if unknown:
+            raise BadInputError(f"--policies: unknown {unknown}; known: {sorted(POLICIES)}")
+        rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
+        rows = rows[: args.limit]
+    print(f"{source}: {len(rows)} rows x {args.episodes} episodes, budget {rows[0].get('budget')}, {args.surrogate} "
           f"surrogate; mean ± std over episodes")
-    print("| policy | final regret | parent F1 (MAP of final posterior) | cumulative info gain (nats) | s/episode |")
-    print("| --- | --- | --- | --- | ---: |")
+    runs, records, seconds = [], [], {}
     for name in args.policies.split(","):
-        policy = POLICIES[name]()
         t0 = time.perf_counter()
-        records = [run_policy(policy, r, s) for r in rows for s in range(args.episodes)]
-        dt = (time.perf_counter() - t0) / len(records)
-        cells = " | ".join(f"{m:.3f} ± {s:.3f}" for m, s in summarise(records).values())
-        print(f"| {name} | {cells} | {dt:.2f} |", flush=True)
+        recs = baseline_episodes(name, rows, args.episodes, args.surrogate)
+        seconds[name] = (time.perf_counter() - t0) / len(recs)
+        for r in recs:
+            r.update(decoding="policy", surrogate="active", surrogate_kind=args.surrogate, split=source)
+        runs.append((name, recs))
+        records.extend(recs)
+    print(summary_table(runs))
+    print("s/episode: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
+    if args.out:
+        write_jsonl(records, args.out)
+        print(f"records -> {args.out}")
 
 
 if __name__ == "__main__":

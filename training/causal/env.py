@@ -6,8 +6,8 @@ schema read from the type hints and the docstring. So the class has exactly two 
 `observe`; everything else is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (row `budget`, default 20) and updates the surrogate (unless the class is frozen). The update is
-deferred until something reads a posterior, so that a generation batch's episodes are updated together
+episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate (unless the class is frozen). The
+update is deferred until something reads a posterior, so that a generation batch's episodes are updated together
 (`training.causal.pending`); the reply to the model (the sampled rows, one decimal) does not depend on it. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
 variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
@@ -23,8 +23,9 @@ sample would reward luck and make regret negative by chance; the expectation is 
 Rows (`training.tasks.causal`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
 samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
 common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
-sees at reset, default 5). Reset's text (appended by TRL to the prompt) gives the budget and a short summary of the
-initial rows: the sample correlation of the target with every other variable (`data_summary`).
+sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the
+budget and a short summary of the initial rows: the sample correlation of the target with every other variable
+(`data_summary`).
 
 `episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
 `surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).
@@ -45,11 +46,16 @@ from training.causal.scm import SCM, InterventionError, SCMError
 from training.causal.scm_checks import check_scm
 from training.causal.surrogate import ParentPosterior
 
-DEFAULT_BUDGET = 20
-DEFAULT_INITIAL_SAMPLES = 5
+# The one default of every row, command and baseline (training.tasks.causal, training.causal.scm_rows): 6 calls
+# after 10 observational rows. A 6-call episode of the tiny Qwen3 is ~600 tokens; 20 would not fit its 1024-token
+# context, and shorter episodes give each call's credit a clearer signal.
+DEFAULT_BUDGET = 6
+DEFAULT_INITIAL_SAMPLES = 10
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
+SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s names; "exact" is the default
+SAMPLED_SURROGATES = ("exact", "additive")  # posteriors with draws: what greedy EIG and the structure reward need
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
 
@@ -202,6 +208,10 @@ def build_surrogate(kind: str, variables: list[str], target: str):
         from training.causal.exact_surrogate import ExactSurrogate
 
         return ExactSurrogate(variables, target)
+    if kind == "additive":
+        from training.causal.additive_surrogate import AdditiveSurrogate
+
+        return AdditiveSurrogate(variables, target)
     if kind == "learned":
         from training.causal.learned_surrogate import LearnedSurrogate
 
@@ -210,7 +220,7 @@ def build_surrogate(kind: str, variables: list[str], target: str):
         from training.causal.surrogate import NoopSurrogate
 
         return NoopSurrogate(variables, target)
-    raise ValueError(f"surrogate: must be 'exact', 'learned' or 'noop', got {kind!r}")
+    raise ValueError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")
 
 
 class CausalEnv:
@@ -364,9 +374,10 @@ class CausalEnv:
 
 def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
     """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
-    ("exact", "learned" or "noop"); `active=False` freezes the surrogate (it never updates)."""
-    if surrogate not in ("exact", "learned", "noop"):
-        raise ValueError(f"surrogate: must be 'exact', 'learned' or 'noop', got {surrogate!r}")
+    (`SURROGATES`: "exact" the linear-Gaussian one, "additive" the nonlinear one, "learned", "noop");
+    `active=False` freezes the surrogate (it never updates)."""
+    if surrogate not in SURROGATES:
+        raise ValueError(f"surrogate: must be one of {SURROGATES}, got {surrogate!r}")
     if not isinstance(active, bool):
         raise ValueError(f"active: must be a bool, got {active!r}")
     name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
@@ -376,3 +387,5 @@ def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[Causa
 # Importable frozen variant, for recipes (`environment_factory: training.causal.env.CausalEnvFrozen`): the old system's
 # failure mode, a surrogate that never learns (its structure and parent rewards are then exactly 0).
 CausalEnvFrozen = make_causal_env("exact", active=False)
+# The additive (nonlinear) surrogate, for recipes (`environment_factory: training.causal.env.CausalEnvAdditive`).
+CausalEnvAdditive = make_causal_env("additive")

@@ -4,13 +4,19 @@
     python -m training.causal.evaluate_policy --model WARM_START_DIR --split heldout --episodes 4 --out ws.jsonl
     python -m training.causal.evaluate_policy --baseline greedy_eig --split heldout --episodes 4 --out greedy.jsonl
     python -m training.causal.evaluate_policy --model RUN_DIR --frozen --out RUN_DIR/heldout_frozen.jsonl
+    python -m training.causal.evaluate_policy --model RUN_DIR --scm my_scm.yaml --budget 6 --episodes 20 \
+        --surrogate additive --out RUN_DIR/my_scm.jsonl
 
 `--model` is a model directory (the tiny Qwen3, a warm start), a LoRA run's output directory (its adapter is loaded
 on the base named in `adapter_config.json`), or a name `training.models.resolve_model_path` knows; `--adapter`
-names a LoRA adapter explicitly. The sampling settings and length limits come from the recipe (`--recipe`, default
-recipes/causal_cpu.yaml): temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations,
-max_tool_calls_per_episode, chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding
-sampled`, the training temperature, torch seed `--seed`), greedy, or both (the default; records carry `decoding`).
+names a LoRA adapter explicitly. The episodes: `--split` (train, heldout, a JSONL file of rows, or an SCM file) or
+`--scm FILE` (a user's SCM, `training.causal.user_scm`; episode k of it is the k-th paired episode), with `--budget`
+and `--initial_samples` replacing the rows' (`training.causal.scm_rows.split_rows`), and `--surrogate` (exact, the
+linear-Gaussian one, by default; additive for nonlinear mechanisms). The sampling settings and length limits come
+from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory):
+temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations, max_tool_calls_per_episode,
+chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding sampled`, the training temperature,
+torch seed `--seed`), greedy, or both (the default; records carry `decoding`).
 Episode k of every row uses the same environment seed for every policy (paired; training.causal.evaluation).
 `--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after reset).
 """
@@ -23,15 +29,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import yaml
 
-from training.causal.env import make_causal_env
+from training.causal.env import SAMPLED_SURROGATES, make_causal_env
 from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
+from training.causal.results import summary_table
 from training.causal.rewards import COMPONENTS
-from training.data import load_rows
-from training.tasks.causal import DATA_DIR
+from training.causal.scm_rows import split_rows
+from training.errors import BadInputError, bad_input_exits
+
+DEFAULT_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "causal_cpu.yaml"
 
 RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 400,
                    "max_tool_calling_iterations": 7, "max_tool_calls_per_episode": 7,
@@ -65,25 +73,29 @@ def load_policy(model: str, adapter: str | None):
     return net, tokenizer, {"base": base, "adapter": adapter}
 
 
-def summary_line(name: str, records: list[dict]) -> str:
-    cells = []
-    for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
-        v = np.array([r[key] for r in records])
-        cells.append(f"{v.mean():.3f} ± {v.std():.3f}")
-    return f"| {name} | " + " | ".join(cells) + f" | {len(records)} |"
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
+    with bad_input_exits():
+        return evaluate(argv)
+
+
+def evaluate(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description="Evaluate a causal policy (an LM or a baseline) on a split.")
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="model dir, LoRA run dir, or model name")
     who.add_argument("--baseline", choices=["random", "greedy_eig", "oracle"])
     parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
-    parser.add_argument("--split", default="heldout", help="train, heldout, or a JSONL file of causal rows")
+    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
+                                                      "SCM file (.yaml)")
+    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
+    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
+    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
+                                                                           "the rows')")
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
+                        help="the environment's surrogate (additive: nonlinear mechanisms)")
     parser.add_argument("--episodes", type=int, default=4, help="episodes per row (environment seeds 0..K-1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
     parser.add_argument("--out", required=True, help="JSONL file of per-episode records")
-    parser.add_argument("--recipe", default="recipes/causal_cpu.yaml", help="sampling settings and limits")
+    parser.add_argument("--recipe", default=str(DEFAULT_RECIPE), help="sampling settings and limits")
     parser.add_argument("--decoding", choices=["sampled", "greedy", "both"], default="both")
     parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampled episodes")
     parser.add_argument("--frozen", action="store_true", help="freeze the surrogate (no update after reset)")
@@ -91,19 +103,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
-    split = Path(args.split) if args.split.endswith(".jsonl") else DATA_DIR / f"{args.split}.jsonl"
-    rows = load_rows(split)[: args.limit]
-    settings = recipe_settings(args.recipe)
+    rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
+    rows = rows[: args.limit]
+    if not Path(args.recipe).expanduser().is_file():
+        raise BadInputError(f"--recipe: {args.recipe!r} is not a file")
+    settings = recipe_settings(str(Path(args.recipe).expanduser()))
     weights = None if settings["reward_weights"] is None else dict(zip(COMPONENTS, settings["reward_weights"],
                                                                      strict=True))
-    env_factory = make_causal_env("exact", active=not args.frozen)
+    env_factory = make_causal_env(args.surrogate, active=not args.frozen)
     started = time.time()
     if args.baseline:
         label = args.label or args.baseline
         if args.frozen:
-            raise SystemExit("error: --frozen applies to LM policies (the baselines read the live surrogate)")
-        runs = [(label, baseline_episodes(args.baseline, rows, args.episodes, weights=weights))]
+            raise BadInputError("--frozen applies to LM policies (the baselines read the live surrogate)")
+        runs = [(label, baseline_episodes(args.baseline, rows, args.episodes, args.surrogate, weights=weights))]
     else:
+        unprompted = [i for i, r in enumerate(rows) if not r.get("prompt")]
+        if unprompted:
+            raise BadInputError(f"{source}: row {unprompted[0]} has no 'prompt', which a language model reads; write "
+                                "rows with prompts by python -m training.causal.scm_rows, or pass --scm FILE")
         from training.warm_start_tools import sampling_chat_template
 
         model, tokenizer, source = load_policy(args.model, args.adapter)
@@ -124,16 +142,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for decoding, recs in runs:
         for r in recs:
             r.update(decoding=decoding if not args.baseline else "policy", surrogate="frozen" if args.frozen else
-                     "active", split=str(split))
+                     "active", surrogate_kind=args.surrogate, split=source)
         records.extend(recs)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(records, args.out)
-    print(f"{label}: {len(rows)} rows x {args.episodes} episodes of {split.name}, {time.time() - started:.0f}s; "
-          f"mean ± std over episodes -> {args.out}")
-    print("| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | episodes |")
-    print("| --- | --- | --- | --- | --- | --- | ---: |")
-    for decoding, recs in runs:
-        print(summary_line(label if args.baseline else f"{label} ({decoding})", recs))
+    print(f"{label}: {len(rows)} rows x {args.episodes} episodes of {source}, {args.surrogate} surrogate, "
+          f"{time.time() - started:.0f}s; mean ± std over episodes -> {args.out}")
+    print(summary_table([(label if args.baseline else f"{label} ({decoding})", recs) for decoding, recs in runs]))
     return records
 
 

@@ -16,8 +16,11 @@ row start from the same observational data and draw the same noise for the same 
 
 Each record (`episode_record`) holds the row's identity, the policy, the episode's final regret, parent F1 of the
 final posterior's MAP parent set, cumulative information gain (nats), final entropy, every reward component and the
-weighted reward, the invalid calls by kind (environment refusals) and the malformed calls (tool-layer refusals), and
-the calls made. `summarise` reduces records to means.
+weighted reward, the invalid calls by kind (environment refusals) and the malformed calls (tool-layer refusals), the
+calls made, the final posterior's parent marginals P(X_j ∈ Pa(target)) (`parent_marginals`), the best E[target | do]
+the episode reached (`best_expected`, against the SCM's `optimum` and `goal`) and its valid interventions per variable
+(`interventions_on`). `summarise` reduces records to means; `training.causal.results.summary_table` prints
+them per policy.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ def episode_record(record, row: dict, row_index: int, episode: int, policy: str,
         "invalid_calls": float(sum(record.invalid.values())), "invalid": dict(record.invalid),
         "malformed_calls": float(sum(malformed.values())), "malformed": dict(malformed),
         "calls": float(record.used), "call_log": calls,
+        "parent_marginals": dict(record.final_posterior.marginals),
+        "goal": record.scm.goal, "best_expected": record.best_expected, "optimum": record.optimum,
+        "interventions_on": dict(Counter(s.intervention[0] for s in record.steps if s.intervention is not None)),
     }
 
 

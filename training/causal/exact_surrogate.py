@@ -145,7 +145,7 @@ class ExactSurrogate:
             stats = [merge_rows(self.stats, s, m) for s, m in checked]
             count, mean, m2 = (np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
         log_post = parent_log_posterior(log_local_scores(count, mean, m2), self.t)[0]
-        return _entropies(log_post)
+        return row_entropies(log_post)
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
@@ -177,7 +177,7 @@ class ExactSurrogate:
         regressions = {}  # (node, parent mask) -> (pinv, b_ols, r2): the draws share most of their parent sets
         for masks in dags:
             parents = [members(int(m), self.d) for m in masks]
-            order = _topological(parents)
+            order = topological_order(parents)
             intercept, coef, centre, sd = np.zeros(self.d), [], [], np.zeros(self.d)
             for v in range(self.d):
                 pa, nv = parents[v], st.count[v]
@@ -207,14 +207,14 @@ def _regression(m2: np.ndarray, pa: list[int], v: int, syy: float) -> tuple[np.n
     return pinv, b_ols, float(np.clip(sxy @ b_ols / syy, 0.0, 1.0))
 
 
-def _entropies(log_post: np.ndarray) -> np.ndarray:
+def row_entropies(log_post: np.ndarray) -> np.ndarray:
     """Entropy (nats) of each row of log-probabilities (B, masks); -inf entries count 0."""
     p = np.exp(log_post)
     with np.errstate(divide="ignore", invalid="ignore"):
         return -np.where(p > 0, p * log_post, 0.0).sum(axis=1)
 
 
-def _topological(parents: list[list[int]]) -> list[int]:
+def topological_order(parents: list[list[int]]) -> list[int]:
     order, placed = [], set()
     while len(order) < len(parents):
         ready = [v for v in range(len(parents)) if v not in placed and set(parents[v]) <= placed]

@@ -10,7 +10,7 @@ Draining goes in rounds: round r applies the r-th queued update of every episode
 episode sees its own rows in order (the result is exactly that of updating after every call). Within a round, the
 exact surrogates are updated by one `update_many` call per (number of variables, target index) group: the local
 scores of every parent set of every node of every episode in one batched numpy computation, then one batched
-Koivisto-Sood DP. Other surrogates (learned, noop) are updated one by one. Before its update, each call's
+Koivisto-Sood DP. Other surrogates (additive, learned, noop) are updated one by one. Before its update, each call's
 expected information gain is measured against the same posterior (`CausalEnv._look_ahead`).
 """
 

@@ -11,7 +11,12 @@ and information gain (higher), with the paired difference over held-out SCMs, an
 whether the difference is real. The unit of replication is the SCM (the record's `row`): its episodes share it and
 are not independent, so each SCM's metric is averaged over its episodes (and the seeds), then
 `training.stats.compare_paired` (paired t, or Wilcoxon when the differences are far from normal) runs over SCMs,
-with Cohen's d_z, Holm-adjusted over every test in the table.
+with Cohen's d_z, Holm-adjusted over every test in the table. Records of a single SCM (a user's own, studied alone)
+make a claim about that SCM only: there the episodes (independent environment seeds) are the units, and the table
+says so.
+Then, pooled over each policy's files (`summary_table`, also what the evaluation and baseline commands print): the
+best E[target | do] reached against the optimum, the final parent marginals and each variable's share of the
+interventions.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import glob
 import json
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -68,8 +74,9 @@ def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> 
                 key = {(r["row"], r["episode"]): r for r in ref}
                 pairs = [(r, key[(r["row"], r["episode"])]) for r in recs if (r["row"], r["episode"]) in key]
                 cells = []
+                units = [unit_key(a, single_scm(episodes)) for a, _ in pairs]
                 for m, sign in (("regret", -1), ("info_gain", 1)):
-                    _, d = unit_means([a[m] - b[m] for a, b in pairs], [a["row"] for a, _ in pairs])  # per SCM
+                    _, d = unit_means([a[m] - b[m] for a, b in pairs], units)
                     won = sign * d.mean() > 0
                     cells.append(f"{'yes' if won else 'NO'} ({d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f})")
                 lines.append(f"| {label} | {seed} | " + " | ".join(cells) + " |")
@@ -77,37 +84,82 @@ def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> 
     return "\n".join(lines)
 
 
-def scm_averaged(episodes: dict[str, list[dict]], metric: str) -> dict[int, float]:
-    """Per held-out SCM (row), the metric averaged over its episodes and the seeds (files) that played them."""
+def single_scm(episodes: dict[str, dict[str, list[dict]]]) -> bool:
+    """Whether every record of every policy plays the same SCM (row)."""
+    return len({r["row"] for by_seed in episodes.values() for recs in by_seed.values() for r in recs}) == 1
+
+
+def unit_key(record: dict, one_scm: bool):
+    """The unit of replication a record belongs to: its SCM, or, when only one SCM was played, its episode."""
+    return (record["row"], record["episode"]) if one_scm else record["row"]
+
+
+def scm_averaged(episodes: dict[str, list[dict]], metric: str, one_scm: bool = False) -> dict:
+    """Per held-out SCM (row), the metric averaged over its episodes and the seeds (files) that played them; per
+    episode, averaged over the seeds, when `one_scm`."""
     records = [r for recs in episodes.values() for r in recs]
-    rows, means = unit_means([float(r[metric]) for r in records], [r["row"] for r in records])
-    return dict(zip(rows, means.tolist(), strict=True))
+    units, means = unit_means([float(r[metric]) for r in records], [unit_key(r, one_scm) for r in records])
+    return dict(zip(units, means.tolist(), strict=True))
 
 
 def significance(episodes: dict[str, dict[str, list[dict]]], versus: str) -> list[str]:
     """Paired tests of every policy against `versus` on regret, parent F1 and information gain, Holm-adjusted."""
     rows = []
+    one_scm = single_scm(episodes)
+    unit = "episodes" if one_scm else "SCMs"
     for label in episodes:
         if label == versus:
             continue
         for metric in ("regret", "parent_f1", "info_gain"):
-            a, b = scm_averaged(episodes[label], metric), scm_averaged(episodes[versus], metric)
+            a, b = scm_averaged(episodes[label], metric, one_scm), scm_averaged(episodes[versus], metric, one_scm)
             common = sorted(set(a) & set(b))
             if len(common) < 3:
-                raise ValueError(f"{label} and {versus} share {len(common)} SCMs: too few to compare")
+                raise ValueError(f"{label} and {versus} share {len(common)} {unit}: too few to compare")
             rows.append((label, metric, compare_paired([a[k] for k in common], [b[k] for k in common])))
     if not rows:
         return []
     _, adjusted = holm([c.p for _, _, c in rows])
-    lines = [f"Is the difference from `{versus}` real? Per held-out SCM, the difference of its episode- and "
-             f"seed-averaged metric; Holm over {len(rows)} tests:", "",
-             "| policy | metric | mean diff | test | p | p (Holm) | d_z | SCMs |",
+    per = ("Per episode of the one SCM played (a claim about this SCM only), the difference of its seed-averaged "
+           "metric" if one_scm else "Per held-out SCM, the difference of its episode- and seed-averaged metric")
+    lines = [f"Is the difference from `{versus}` real? {per}; Holm over {len(rows)} tests:", "",
+             f"| policy | metric | mean diff | test | p | p (Holm) | d_z | {unit} |",
              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for (label, metric, c), p_holm in zip(rows, adjusted, strict=True):
         d_z = "n/a" if c.d_z is None else f"{c.d_z:+.2f}"
         lines.append(f"| {label} | {metric} | {c.mean_diff:+.3f} | {c.test} | {c.p:.2g} | {p_holm:.2g} | {d_z} | "
                      f"{c.n} |")
     return lines
+
+
+def intervention_shares(records: list[dict]) -> dict[str, float]:
+    """Each variable's share of the records' valid interventions (0 .. 1), in order of first appearance."""
+    counts = Counter()
+    for r in records:
+        counts.update(r["interventions_on"])
+    total = sum(counts.values())
+    return {v: c / total for v, c in counts.items()} if total else {}
+
+
+def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
+    """A markdown table, one line per (policy name, records): mean ± std over episodes of the final regret, parent
+    F1, information gain, reward and invalid calls; the mean best E[target | do] against the optimum; the mean
+    final parent marginals; each variable's share of the interventions."""
+    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | best E[target | do] "
+             "(optimum) | final P(v ∈ Pa(target)) | share of interventions | episodes |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
+    for name, records in runs:
+        cells = []
+        for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
+            v = np.array([r[key] for r in records])
+            cells.append(f"{v.mean():.3f} ± {v.std():.3f}")
+        best = np.array([r["best_expected"] for r in records])
+        cells.append(f"{best.mean():.3f} ± {best.std():.3f} ({np.mean([r['optimum'] for r in records]):.4f})")
+        names = list(records[0]["parent_marginals"])
+        marg = {v: np.mean([r["parent_marginals"].get(v, np.nan) for r in records]) for v in names}
+        cells.append(", ".join(f"{v} {p:.2f}" for v, p in marg.items()))
+        cells.append(", ".join(f"{v} {p:.2f}" for v, p in intervention_shares(records).items()) or "none")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(records)} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -124,6 +176,11 @@ def main(argv: list[str] | None = None) -> str:
             raise SystemExit(f"error: {spec!r} matches no file")
         policies[label] = paths
     text = table(policies, args.decoding, args.versus)
+    runs = [(label, [r for p in paths for r in load(p, args.decoding)]) for label, paths in policies.items()]
+    if all("best_expected" in r for _, recs in runs for r in recs):
+        text += "\n\nPooled over seeds:\n" + summary_table(runs)
+    else:  # records written before they carried the best E[target | do] and the final marginals
+        text += "\n\n(no best-E[target | do] table: some records predate its fields)"
     print(text)
     return text
 

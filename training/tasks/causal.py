@@ -16,9 +16,8 @@ forcing uses their first call.
 Default splits (`python -m training.tasks.causal` writes `data/causal/{train,heldout}.jsonl`, about a minute, most
 of it the expert): 128 train and 32 held-out SCMs with 4 to 6 variables, the four graph families in turn, every
 fourth one nonlinear, the rest linear-Gaussian; held-out SCMs come from a disjoint seed range. The target is named
-`Y` and the other variables `X1` .. `X{d-1}` (`target_named_y`). Budget 6 calls (not
-the environment's default 20: a 6-call episode of the tiny Qwen3 is ~600 tokens, 20 calls would not fit its
-1024-token context, and shorter episodes give each call's credit a clearer signal) after 10 observational samples.
+`Y` and the other variables `X1` .. `X{d-1}` (`target_named_y`). Budget and initial observational samples: the
+environment's defaults (`training.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from training.causal.baselines import EpsilonPolicy, GreedyEIGPolicy
-from training.causal.env import CausalEnv
+from training.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.causal.families import FAMILIES, random_scm
 from training.causal.scm import SCM
 from training.data import write_split_files
@@ -39,8 +38,6 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "causal"
 N_TRAIN, N_HELDOUT = 256, 32
 HELDOUT_SEED_OFFSET = 100_000
 SIZES = (4, 5, 6)
-BUDGET = 6
-INITIAL_SAMPLES = 10
 EXPERT_EPSILON = 0.5
 EXPERT_SEED_OFFSET = 7_000_000  # the expert's own generator: default_rng(row seed + this)
 
@@ -71,7 +68,7 @@ def target_named_y(scm: SCM) -> SCM:
     return scm.renamed(mapping, order=[*(f"X{i + 1}" for i in range(len(others))), "Y"])
 
 
-def scm_row(scm: SCM, seed: int, budget: int = BUDGET, initial_samples: int = INITIAL_SAMPLES) -> dict:
+def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: int = DEFAULT_INITIAL_SAMPLES) -> dict:
     meta = scm.meta
     row = {
         "scm_json": scm.to_json(), "target": scm.target, "goal": scm.goal,
