@@ -341,10 +341,11 @@ def prepare(argv: list[str]) -> RunInputs:
     push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
     resume = resolve_resume(training_args)
-    attempt_recipe(script_args, training_args, model_args, resume)  # a resume that changes the recipe: refused now
 
     train_dataset = load_prompt_dataset(script_args.train_file)
     heldout_rows = load_rows(script_args.heldout_file) if script_args.heldout_file else []
+    # a resume that changes the recipe: refused now (after the data files are known to read: their digests are in it)
+    attempt_recipe(script_args, training_args, model_args, resume)
     env_factory = None
     if script_args.environment_factory:
         env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
