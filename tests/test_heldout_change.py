@@ -37,3 +37,9 @@ def test_the_verdict_says_when_the_interval_includes_zero_and_which_way_is_worse
     assert paired_change("reward", "higher", {0: 1.0}, {0: 2.0}).verdict == "too few rows to tell"
     with pytest.raises(ValueError, match="share no scored row"):
         paired_change("reward", "higher", {0: 1.0}, {1: 2.0})
+
+
+def test_the_figure_line_keeps_the_numbers_and_the_verdict():
+    change = paired_change("regret", "lower", {i: 1.0 for i in range(4)}, {i: 1.0 + 0.1 * (i % 2) for i in range(4)})
+    assert change.short() == (f"regret: 1.000 -> 1.050 (+0.050, 95% CI [{change.ci95[0]:+.3f}, {change.ci95[1]:+.3f}], "
+                              "4 rows): no detectable change")

@@ -33,6 +33,12 @@ class MetricChange:
     def as_json(self) -> dict:
         return asdict(self)
 
+    def short(self) -> str:
+        """One line for a figure: metric, start -> final, the change with its interval, the verdict's first words."""
+        interval = "n/a" if self.ci95 is None else f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
+        return (f"{self.metric}: {self.start:.3f} -> {self.final:.3f} ({self.diff:+.3f}, 95% CI {interval}, "
+                f"{self.rows} rows): {self.verdict.split(' (')[0]}")
+
     def sentence(self) -> str:
         interval = "n/a" if self.ci95 is None else f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
         return (f"{self.metric} ({self.better} is better): {self.start:.3f} -> {self.final:.3f}, change "

@@ -56,7 +56,7 @@ def plot_reward_curve(output_dir: str | Path, heldout: list[dict], changes=()) -
     ax.grid(alpha=0.3)
     ax.legend()
     if changes:
-        text = "Held-out change from step 0 (paired per row, 95% CI):\n" + "\n".join(c.sentence() for c in changes)
+        text = "Held-out change from step 0, paired per held-out row:\n" + "\n".join(c.short() for c in changes)
         fig.set_size_inches(7, 4 + 0.22 * (len(changes) + 1))
         fig.text(0.01, 0.01, text, fontsize=6.5, va="bottom", family="monospace")
         fig.tight_layout(rect=(0, 0.05 * (len(changes) + 1) * 4 / (4 + 0.22 * (len(changes) + 1)), 1, 1))
