@@ -254,7 +254,8 @@ MODULES = {
 @pytest.mark.parametrize("key, path, named", [
     ("--reward_funcs", "nosuchmodule.reward", "reward_funcs entry 'nosuchmodule.reward' cannot be imported"),
     ("--reward_funcs", "training.rewards.no_such_reward", "module 'training.rewards' has no 'no_such_reward'"),
-    ("--reward_funcs", "justaname", "reward_funcs entry 'justaname' is not a dotted path"),
+    ("--reward_funcs", "justaname", "reward_funcs entry 'justaname' is not a registered reward name nor a dotted path"),
+    ("--reward_funcs", "optimisation", "'optimisation' is not a registered reward name (did you mean optimization?)"),
     ("--reward_funcs", "raises_at_import.score",
      "importing module 'raises_at_import' raised RuntimeError: the scorer needs a GPU"),
     ("--reward_funcs", "not_callable.score", "reward_funcs entry 'not_callable.score' is a int, not a callable"),

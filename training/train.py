@@ -43,11 +43,11 @@ from training.errors import BadInputError, bad_input_exits
 from training.fault_injection import fault_point
 from training.flags import read_flags
 from training.input_checks import check_environment_rows, check_lora_targets, check_recipe_fields, import_object
-from training.yaml_errors import yaml_problem
 from training.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.models import resolve_model_path
 from training.plain_trl import PlainTRLGRPOTrainer
 from training.report import library_versions, plot_reward_curve, write_run_summary
+from training.reward_names import dotted_path
 from training.reward_retry import with_retries
 from training.run_lock import holding_output_dir
 from training.run_recipe import ApplyRecipeOnResume, attempt_recipe
@@ -56,6 +56,7 @@ from training.tracking import attach_tracking, finish_tracking
 from training.trainer import StrictGRPOTrainer
 from training.warm_start import supervised_warm_start
 from training.warm_start_tools import trace_warm_start
+from training.yaml_errors import yaml_problem
 
 logger = logging.getLogger("training.train")
 
@@ -220,10 +221,12 @@ def check_writable(out: Path) -> None:
         )
 
 
-def import_reward(dotted: str):
-    func = import_object(dotted, "reward_funcs entry")
+def import_reward(entry: str):
+    """The reward function a `reward_funcs` entry names: a registered short name (training/reward_names.py) or a
+    dotted path."""
+    func = import_object(dotted_path(entry), "reward_funcs entry")
     if not callable(func):
-        raise RecipeError(f"reward_funcs entry {dotted!r} is a {type(func).__name__}, not a callable")
+        raise RecipeError(f"reward_funcs entry {entry!r} is a {type(func).__name__}, not a callable")
     return func
 
 
