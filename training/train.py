@@ -506,7 +506,8 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
     with disk_full_named(out, "adapter_model.safetensors"):
         trainer.save_model(training_args.output_dir)
         fault_point("final_save", torn=out / "adapter_model.safetensors")
-    changes = trainer.heldout.change_since_start() if heldout_rows else []  # paired per held-out row, 95% CIs
+    # paired per held-out row, 95% CIs; read from the evaluations' files, which the main process alone writes
+    changes = trainer.heldout.change_since_start() if heldout_rows and trainer.accelerator.is_main_process else []
     stopped_reason = trainer.wall_time_guard.stopped_reason or "completed"
     record.end(stopped_reason, trainer.state.global_step, trainer.heldout_history)  # wall time up to here
     before, after = before or {}, after or {}
