@@ -87,7 +87,8 @@ def _file_sizes(path: Path) -> dict[str, int]:
     }
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | Path) -> str:
+    """The sha256 hex digest of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(2**20), b""):
@@ -114,7 +115,7 @@ def incompleteness(path: str | Path, content: bool = True) -> str | None:
         if actual[name] != size:
             return f"{name} has {actual[name]} bytes, {size} when it was completed"
     for name, digest in digests.items() if content else ():
-        if _sha256(path / name) != digest:
+        if file_sha256(path / name) != digest:
             return f"{name} is corrupt: its content differs from when it was completed (sha256)"
     return None
 
@@ -150,7 +151,7 @@ def mark_complete(path: Path, step: int) -> None:
         "step": step,
         "completed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "files": sizes,
-        "sha256": {name: _sha256(path / name) for name in sizes},
+        "sha256": {name: file_sha256(path / name) for name in sizes},
     }
     atomic_write_text(path / MARKER, json.dumps(payload, indent=1, sort_keys=True))
 

@@ -13,7 +13,6 @@ resume compares the new one with it before any work.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback
 
+from training.checkpoints import file_sha256
 from training.errors import BadInputError
 from training.run_record import RECORD_FILE
 
@@ -57,20 +57,12 @@ class RecipeChangeError(BadInputError):
     """A resume whose recipe differs from the run's in a field that cannot change, or was not accepted."""
 
 
-def _digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(2**20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def resolved_recipe(script_args, training_args, model_args) -> dict:
     """Every field of the three argument dataclasses (as JSON values), plus the sha256 of each data file."""
     recipe = {**vars(model_args), **vars(script_args), **training_args.to_dict()}
     for name in DATA_FILES:
         if recipe.get(name):
-            recipe[f"{name}:sha256"] = _digest(recipe[name])
+            recipe[f"{name}:sha256"] = file_sha256(recipe[name])
     return json.loads(json.dumps(recipe, default=str))
 
 
