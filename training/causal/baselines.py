@@ -36,6 +36,7 @@ import numpy as np
 
 from training.causal.env import CausalEnv, EpisodeRecord, make_causal_env
 from training.causal.optimum import best_value
+from training.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
 
 Call = tuple[str, dict]
 Policy = Callable[[CausalEnv, np.random.Generator], Call]
@@ -59,13 +60,14 @@ class OraclePolicy:
 
     def __call__(self, env: CausalEnv, rng: np.random.Generator) -> Call:
         scm = env.scm
-        parents = sorted(scm.parents()) or [scm.optimum().variable]
         key = id(scm)
         if getattr(self, "_key", None) != key:
-            self._key, self._best = key, {p: best_value(scm, p) for p in parents}
-        ranked = sorted(parents, key=lambda p: self._best[p].expected, reverse=scm.goal == "max")
-        var = ranked[env.record.used % len(ranked)]
-        return "intervene", {"variable": var, "value": self._best[var].value}
+            best = scm.optimum()
+            others = {p: best_value(scm, p) for p in sorted(scm.parents()) if p != best.variable}
+            ranked = sorted(others.values(), key=lambda o: o.expected, reverse=scm.goal == "max")
+            self._key, self._plan = key, [best, *ranked]
+        call = self._plan[env.record.used % len(self._plan)]
+        return "intervene", {"variable": call.variable, "value": call.value}
 
 
 @dataclass
@@ -114,7 +116,16 @@ class EpsilonPolicy:
         return random_call(env, rng) if rng.random() < self.epsilon else self.expert(env, rng)
 
 
-POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "greedy_eig": GreedyEIGPolicy,
+BASELINE_EIG_GRID = 26  # the registered greedy-EIG baseline's values per variable (the expert keeps its 5)
+
+
+def greedy_eig_baseline() -> GreedyEIGPolicy:
+    return GreedyEIGPolicy(grid=BASELINE_EIG_GRID)
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "greedy_eig": greedy_eig_baseline,
+                                             "thompson": ThompsonPolicy,
+                                             "expected_improvement": ExpectedImprovementPolicy,
                                              "oracle": OraclePolicy}
 
 
