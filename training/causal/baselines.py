@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
                                                                            "the rows')")
     parser.add_argument("--episodes", type=int, default=2, help="episodes per row (seeds 0..N-1)")
-    parser.add_argument("--policies", default="random,greedy_eig,oracle")
+    parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated, of {list(POLICIES)}")
     parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES,
                         default="exact", help="the environment's surrogate (additive: nonlinear mechanisms)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N rows")
