@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from training.causal.baselines import POLICIES
 from training.causal.env import SAMPLED_SURROGATES, make_causal_env
 from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
 from training.causal.results import summary_table
@@ -82,7 +83,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description="Evaluate a causal policy (an LM or a baseline) on a split.")
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="model dir, LoRA run dir, or model name")
-    who.add_argument("--baseline", choices=["random", "greedy_eig", "oracle"])
+    who.add_argument("--baseline", choices=list(POLICIES))
     parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
     parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
                                                       "SCM file (.yaml)")

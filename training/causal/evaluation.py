@@ -76,7 +76,7 @@ def episode_record(record, row: dict, row_index: int, episode: int, policy: str,
 
 def baseline_episodes(name: str, rows: list[dict], episodes: int, surrogate: str = "exact",
                       weights: dict | None = None) -> list[dict]:
-    """Records of baseline `name` (random, greedy_eig, oracle) on every row, episodes 0 .. episodes-1."""
+    """Records of baseline `name` (a `POLICIES` name) on every row, episodes 0 .. episodes-1."""
     if name not in POLICIES:
         raise ValueError(f"baseline: must be one of {sorted(POLICIES)}, got {name!r}")
     policy = POLICIES[name]()
