@@ -168,24 +168,14 @@ def episode_messages(prompt: list[dict], record: EpisodeRecord, final_answer: st
 
 
 def main(argv: list[str] | None = None) -> None:
-    from training.causal.env import SAMPLED_SURROGATES
     from training.causal.evaluation import baseline_episodes, write_jsonl
     from training.causal.results import summary_table
-    from training.causal.scm_rows import split_rows
+    from training.causal.scm_rows import add_episode_source_arguments, split_rows
     from training.errors import BadInputError, bad_input_exits
 
     parser = argparse.ArgumentParser(description="Baseline policies on a causal split or a user's SCM file.")
-    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
-                                                      "SCM file (.yaml)")
-    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
-    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
-    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
-                                                                           "the rows')")
-    parser.add_argument("--episodes", type=int, default=2, help="episodes per row (seeds 0..N-1)")
+    add_episode_source_arguments(parser, episodes=2)
     parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated, of {list(POLICIES)}")
-    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES,
-                        default="exact", help="the environment's surrogate (additive: nonlinear mechanisms)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N rows")
     parser.add_argument("--out", default=None, help="JSONL file of every episode's record (all policies)")
     args = parser.parse_args(argv)
     with bad_input_exits():

@@ -33,11 +33,11 @@ import torch
 import yaml
 
 from training.causal.baselines import POLICIES
-from training.causal.env import SAMPLED_SURROGATES, make_causal_env
+from training.causal.env import make_causal_env
 from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
 from training.causal.results import summary_table
 from training.causal.rewards import COMPONENTS
-from training.causal.scm_rows import split_rows
+from training.causal.scm_rows import add_episode_source_arguments, split_rows
 from training.errors import BadInputError, bad_input_exits
 
 DEFAULT_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "causal_cpu.yaml"
@@ -85,16 +85,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     who.add_argument("--model", help="model dir, LoRA run dir, or model name")
     who.add_argument("--baseline", choices=list(POLICIES))
     parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
-    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
-                                                      "SCM file (.yaml)")
-    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
-    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
-    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
-                                                                           "the rows')")
-    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
-                        help="the environment's surrogate (additive: nonlinear mechanisms)")
-    parser.add_argument("--episodes", type=int, default=4, help="episodes per row (environment seeds 0..K-1)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    add_episode_source_arguments(parser, episodes=4)
     parser.add_argument("--out", required=True, help="JSONL file of per-episode records")
     parser.add_argument("--recipe", default=str(DEFAULT_RECIPE), help="sampling settings and limits")
     parser.add_argument("--decoding", choices=["sampled", "greedy", "both"], default="both")

@@ -89,6 +89,24 @@ def check_counts(budget: int | None, initial_samples: int | None) -> tuple[int, 
     return budget, initial
 
 
+def add_episode_source_arguments(parser, episodes: int) -> None:
+    """The options every causal evaluation command takes for where its episodes come from (`split_rows` reads
+    them): --split, --scm, --budget, --initial_samples, --surrogate, --episodes (default `episodes`), --limit."""
+    from training.causal.env import SAMPLED_SURROGATES
+
+    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
+                                                      "SCM file (.yaml)")
+    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
+    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
+    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
+                                                                           "the rows')")
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
+                        help="the environment's surrogate (additive: nonlinear mechanisms)")
+    parser.add_argument("--episodes", type=int, default=episodes, help="episodes per row (environment seeds "
+                                                                       "0..N-1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+
+
 def split_rows(split: str | None, scm: str | None, budget: int | None = None,
                initial_samples: int | None = None) -> tuple[list[dict], str]:
     """(rows, description) for a command's `--split` / `--scm`; `budget` / `initial_samples`, where given, replace
