@@ -19,7 +19,6 @@ training_args.bin, 2: optimizer.pt, 3: scheduler.pt, 4: rng_state.pth), or, when
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import json
@@ -35,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from training.atomic import atomic_write_text
+from training.atomic import DISK_FULL_ERRNOS, atomic_write_text
 from training.errors import BadInputError
 
 logger = logging.getLogger(__name__)
@@ -232,7 +231,7 @@ def free_bytes(path: Path) -> int:
 def _is_disk_full(err: BaseException, where: Path) -> bool:
     seen = err
     while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL_ERRNOS:
             return True
         if "No space left on device" in str(seen):
             return True

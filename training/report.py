@@ -55,13 +55,12 @@ def plot_reward_curve(output_dir: str | Path, heldout: list[dict], changes=()) -
     ax.set_title(Path(output_dir).name)
     ax.grid(alpha=0.3)
     ax.legend()
+    text_height = 0.22 * (len(changes) + 1) if changes else 0.0  # inches: a title line and one line per metric
     if changes:
-        text = "Held-out change from step 0, paired per held-out row:\n" + "\n".join(c.short() for c in changes)
-        fig.set_size_inches(7, 4 + 0.22 * (len(changes) + 1))
-        fig.text(0.01, 0.01, text, fontsize=6.5, va="bottom", family="monospace")
-        fig.tight_layout(rect=(0, 0.05 * (len(changes) + 1) * 4 / (4 + 0.22 * (len(changes) + 1)), 1, 1))
-    else:
-        fig.tight_layout()
+        fig.set_size_inches(7, 4 + text_height)
+        fig.text(0.01, 0.01, "Held-out change from step 0, paired per held-out row:\n"
+                 + "\n".join(c.short() for c in changes), fontsize=6.5, va="bottom", family="monospace")
+    fig.tight_layout(rect=(0, text_height / (4 + text_height), 1, 1))
     path = Path(output_dir) / "reward_curve.png"
     fig.savefig(path)
     plt.close(fig)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import errno
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from transformers import AutoConfig, AutoTokenizer
 from transformers.trainer_callback import TrainerState
 from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 
+from training.atomic import DISK_FULL_ERRNOS
 from training.callbacks import RunRecordCallback, keep_metrics_up_to
 from training.checkpoints import (
     LOW_SPACE_BYTES,
@@ -208,7 +208,7 @@ def check_writable(out: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
     except OSError as err:
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        if err.errno in DISK_FULL_ERRNOS:
             raise DiskFullError(f"disk full (ENOSPC): cannot write into output_dir {str(out)!r}") from None
         raise RecipeError(f"output_dir {str(out)!r} is not writable ({err.strerror})") from None
     finally:
@@ -574,7 +574,7 @@ def cli() -> None:
         with bad_input_exits():  # one clear line naming the key, column, row, flag or path
             main()
     except OSError as err:
-        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if err.errno not in DISK_FULL_ERRNOS:
             raise
         out = _output_dir_of(sys.argv[1:])
         where = f"; {last_complete_text(out)}" if out else ""

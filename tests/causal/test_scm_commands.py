@@ -40,7 +40,7 @@ def test_an_scm_file_is_a_split_for_evaluate_policy_from_any_directory(elsewhere
     again = evaluate_policy.main(["--baseline", "random", "--scm", "cbo.yaml", "--episodes", "2", "--budget", "3",
                                   "--out", "again.jsonl"])
     assert [r["call_log"] for r in again] == [r["call_log"] for r in records]  # --scm and --split FILE: same episodes
-    assert evaluate_policy.DEFAULT_RECIPE.is_absolute() and evaluate_policy.DEFAULT_RECIPE.is_file()
+    assert evaluate_policy.CAUSAL_RECIPE.is_absolute() and evaluate_policy.CAUSAL_RECIPE.is_file()
     text = results.main(["random=random.jsonl", "again=again.jsonl"])  # the comparison reports the best E[Y | do]
     pooled = text.split("Pooled over seeds:")[1]
     assert "| random |" in pooled and "| again |" in pooled and "(-2.1718)" in pooled
@@ -123,7 +123,7 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
     argv = train_scm.training_argv(["--scm", "cbo.yaml", "--output_dir", "run", "--episodes", "3", "--budget", "4",
                                     "--max_steps", "2"])
     rows = elsewhere / "run" / "scm_rows"
-    assert argv == ["--config", str(train_scm.DEFAULT_CONFIG), "--max_steps", "2", "--environment_factory",
+    assert argv == ["--config", str(train_scm.CAUSAL_RECIPE), "--max_steps", "2", "--environment_factory",
                     "training.causal.env.CausalEnvAdditive", "--output_dir", "run", "--train_file",
                     str(rows / "train.jsonl"), "--heldout_file", str(rows / "heldout.jsonl")]
     train = load_rows(rows / "train.jsonl")

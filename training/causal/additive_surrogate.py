@@ -20,7 +20,7 @@ from training.causal.exact_surrogate import row_entropies, topological_order
 from training.causal.scores import check_batch
 from training.causal.structure_posterior import parent_log_posterior, sample_dags
 from training.causal.subsets import MAX_VARS, members
-from training.causal.surrogate import ParentPosterior, entropy_nats, posterior_from_mask_probs
+from training.causal.surrogate import ParentPosterior, check_variables, entropy_nats, posterior_from_mask_probs
 
 
 @dataclass
@@ -68,10 +68,7 @@ class AdditiveSurrogate:
     name = "additive"
 
     def __init__(self, variables: list[str], target: str):
-        if target not in variables:
-            raise ValueError(f"target: {target!r} is not one of the variables {variables}")
-        if not 2 <= len(variables) <= MAX_VARS:
-            raise ValueError(f"variables: the additive surrogate handles 2..{MAX_VARS} variables, got {len(variables)}")
+        check_variables(variables, target, "additive", MAX_VARS)
         self.variables, self.target = list(variables), target
         self.t, self.d = self.variables.index(target), len(variables)
         self.samples = np.zeros((0, self.d))

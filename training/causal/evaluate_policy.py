@@ -37,10 +37,9 @@ from training.causal.env import make_causal_env
 from training.causal.evaluation import baseline_episodes, lm_episodes, write_jsonl
 from training.causal.results import summary_table
 from training.causal.rewards import COMPONENTS
-from training.causal.scm_rows import add_episode_source_arguments, split_rows
+from training.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, split_rows
 from training.errors import BadInputError, bad_input_exits
 
-DEFAULT_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "causal_cpu.yaml"
 
 RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 400,
                    "max_tool_calling_iterations": 7, "max_tool_calls_per_episode": 7,
@@ -87,7 +86,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
     add_episode_source_arguments(parser, episodes=4)
     parser.add_argument("--out", required=True, help="JSONL file of per-episode records")
-    parser.add_argument("--recipe", default=str(DEFAULT_RECIPE), help="sampling settings and limits")
+    parser.add_argument("--recipe", default=str(CAUSAL_RECIPE), help="sampling settings and limits")
     parser.add_argument("--decoding", choices=["sampled", "greedy", "both"], default="both")
     parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampled episodes")
     parser.add_argument("--frozen", action="store_true", help="freeze the surrogate (no update after reset)")

@@ -22,7 +22,7 @@ import numpy as np
 from training.causal.scores import NodeStats, check_batch, log_local_scores, merge_rows, merge_single_rows
 from training.causal.structure_posterior import parent_log_posterior, sample_dags
 from training.causal.subsets import MAX_VARS, members
-from training.causal.surrogate import ParentPosterior, entropy_nats, posterior_from_mask_probs
+from training.causal.surrogate import ParentPosterior, check_variables, entropy_nats, posterior_from_mask_probs
 
 
 @dataclass
@@ -65,10 +65,7 @@ class ExactSurrogate:
     name = "exact"
 
     def __init__(self, variables: list[str], target: str):
-        if target not in variables:
-            raise ValueError(f"target: {target!r} is not one of the variables {variables}")
-        if not 2 <= len(variables) <= MAX_VARS:
-            raise ValueError(f"variables: the exact surrogate handles 2..{MAX_VARS} variables, got {len(variables)}")
+        check_variables(variables, target, "exact", MAX_VARS)
         self.variables, self.target = list(variables), target
         self.t = self.variables.index(target)
         self.d = len(variables)

@@ -24,7 +24,6 @@ paired episode, `training.causal.baselines.episode_seed`).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from training.data import load_rows, write_split_files
 from training.errors import BadInputError, bad_input_exits
 
 HELDOUT_SEED_OFFSET = 100_000
+CAUSAL_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "causal_cpu.yaml"  # whatever the working directory
 SCM_SUFFIXES = (".yaml", ".yml")
 ROW_COLUMNS = ("scm_json", "seed")  # what an episode needs; the prompt only an LM policy reads
 
@@ -49,11 +49,9 @@ def scm_generator(spec: str):
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise BadInputError(f"--generator: expected module:function, got {spec!r}")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise BadInputError(f"--generator: cannot load {spec!r} ({err})") from None
-    return fn
+    from training.input_checks import import_object  # heavy (PEFT, transformers): only when a generator is named
+
+    return import_object(f"{module}.{name}", "--generator")
 
 
 def generated_scm(fn, seed: int, spec: str) -> SCM:

@@ -44,6 +44,14 @@ class ParentPosterior:
         return float(dict(zip(self.sets, self.probs)).get(frozenset(parents), 0.0))
 
 
+def check_variables(variables: list[str], target: str, name: str, max_vars: int) -> None:
+    """A surrogate's variables: the target among them, 2..`max_vars` of them (`name` says which surrogate)."""
+    if target not in variables:
+        raise ValueError(f"target: {target!r} is not one of the variables {variables}")
+    if not 2 <= len(variables) <= max_vars:
+        raise ValueError(f"variables: the {name} surrogate handles 2..{max_vars} variables, got {len(variables)}")
+
+
 def entropy_nats(p: np.ndarray) -> float:
     p = np.asarray(p, dtype=float)
     nz = p[p > 0]

@@ -17,12 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from training.causal.scm_rows import HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
+from training.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
 from training.causal.user_scm import UserSCMError
 from training.data import write_split_files
 from training.errors import BadInputError, bad_input_exits
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "recipes" / "causal_cpu.yaml"
 DEFAULT_ENVIRONMENT = "training.causal.env.CausalEnvAdditive"
 ROWS_DIR = "scm_rows"
 
@@ -42,7 +41,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if clash:
         raise BadInputError(f"{', '.join(clash)}: the rows come from --scm; run training.train for your own rows")
     if "--config" not in given:
-        rest = ["--config", str(DEFAULT_CONFIG), *rest]
+        rest = ["--config", str(CAUSAL_RECIPE), *rest]
     if "--environment_factory" not in given:
         rest = [*rest, "--environment_factory", DEFAULT_ENVIRONMENT]
     return args, rest
