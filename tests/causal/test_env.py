@@ -33,17 +33,31 @@ def test_reset_summarises_initial_data_and_intervene_reports_every_variable():
     rows = chain5().sample(4, np.random.default_rng(3))  # reset's first draw: the initial observational rows
     corr = np.corrcoef(rows, rowvar=False)[2]
     expected = ", ".join(f"X{j} {corr[j]:+.1f}" for j in (0, 1, 3, 4))
-    assert text == f" Budget: 6 calls. 4 samples, correlation with X2: {expected}."
+    assert text == f" Budget: 6 calls. 4 samples, correlation with X2: {expected}. {env.belief.line()}"
     assert env.surrogate.updates == 1
     out = env.intervene("X1", 2.0)
     first = out.splitlines()[0].split()
     assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.0"
-    assert out.endswith("(5 calls left)")
+    assert out.splitlines()[1] == "(5 calls left)" and out.splitlines()[2] == env.belief.line()
     step = env.record.steps[-1]
     assert step.valid and step.expected_target == pytest.approx(-2.4)
     assert step.info_gain == pytest.approx(step.entropy_before - step.entropy_after)
     assert step.entropy_before != step.entropy_after and env.surrogate.updates == 2
-    assert len(env.observe().splitlines()) == 4  # 3 rows and the budget line
+    assert len(env.observe().splitlines()) == 5  # 3 rows, the budget line, the belief line
+
+
+def test_each_call_updates_the_surrogate_at_once_and_a_frozen_one_never():
+    env = CausalEnv()
+    env.reset(**row(budget=4))
+    env.intervene("X1", 1.0)
+    assert env.surrogate.updates == 2 and env.episode_metrics["surrogate/updates"] == 2.0
+    assert set(env.episode_metrics) == {"causal/info_gain", "causal/posterior_entropy", "causal/regret",
+                                        "causal/parent_f1", "causal/invalid_calls", "surrogate/updates"}
+    frozen = make_causal_env(active=False)()
+    frozen.reset(**row(budget=4))
+    frozen.intervene("X1", 1.0)
+    assert frozen.record.steps[0].info_gain == 0.0 and frozen.surrogate.updates == 0
+    assert frozen.record.steps[0].expected_info_gain == 0.0
 
 
 def test_every_invalid_kind_is_answered_counted_and_changes_nothing():

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.causal.belief_policy import BeliefPolicy
 from training.causal.env import CausalEnv, EpisodeRecord, make_causal_env
 from training.causal.optimum import best_value
 from training.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
@@ -134,6 +135,7 @@ def greedy_eig_baseline() -> GreedyEIGPolicy:
 POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "greedy_eig": greedy_eig_baseline,
                                              "thompson": ThompsonPolicy,
                                              "expected_improvement": ExpectedImprovementPolicy,
+                                             "belief_ucb": BeliefPolicy,
                                              "oracle": OraclePolicy}
 
 

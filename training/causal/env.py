@@ -6,9 +6,11 @@ schema read from the type hints and the docstring. So the class has exactly two 
 `observe`; everything else is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate (unless the class is frozen). The
-update is deferred until something reads a posterior, so that a generation batch's episodes are updated together
-(`training.causal.pending`); the reply to the model (the sampled rows, one decimal) does not depend on it. A call the
+episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
+frozen): the reply to the model is the sampled rows (one decimal), the calls left, and the surrogate's belief after
+those rows (`training.causal.belief`: per settable variable, P(parent of the target) and the posterior's
+E[target | do] at its best setting with its sd, best first). Reset's text ends with the belief after the initial
+rows. A frozen surrogate's line never changes. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
 variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
 it samples nothing, updates nothing and uses no budget.
@@ -24,8 +26,8 @@ Rows (`training.tasks.causal`): `scm_json`, `seed` (seeds the episode's sampling
 samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
 common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
 sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the
-budget and a short summary of the initial rows: the sample correlation of the target with every other variable
-(`data_summary`).
+budget, a short summary of the initial rows (the sample correlation of the target with every other variable,
+`data_summary`) and the belief line.
 
 `episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
 `surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).
@@ -40,7 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from training.causal import pending
+from training.causal.belief import Belief, belief_rng
 from training.causal.metrics import parent_f1
 from training.causal.scm import SCM, InterventionError, SCMError
 from training.causal.scm_checks import check_scm
@@ -234,19 +236,16 @@ class CausalEnv:
         self._surrogate = None
         self._record: EpisodeRecord | None = None
         self._rng: np.random.Generator | None = None
-        self._pending: list[StepRecord] = []  # accepted calls whose rows the surrogate has not seen yet
         self._last_posterior: ParentPosterior | None = None
         self._last_entropy: float | None = None
+        self._belief: Belief | None = None
 
-    # Reading the record or the surrogate first applies every queued update (of every environment, batched).
     @property
     def record(self) -> EpisodeRecord | None:
-        pending.drain()
         return self._record
 
     @property
     def surrogate(self):
-        pending.drain()
         return self._surrogate
 
     @property
@@ -255,11 +254,15 @@ class CausalEnv:
         property, not a method: TRL would offer a public method to the model as a tool."""
         return self.record.metrics()
 
+    @property
+    def belief(self) -> Belief | None:
+        """The belief the last reply showed (reset's, or the last valid call's); a property, not a tool."""
+        return self._belief
+
     def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
               initial_samples: int | None = None, target: str | None = None, **row) -> str:
         """Start an episode on the row's SCM; returns the budget and a short summary of the initial data."""
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
-        self._pending = []
         self._rng = np.random.default_rng(seed)
         self._seed = int(seed)
         self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
@@ -270,7 +273,7 @@ class CausalEnv:
         self._record = EpisodeRecord(self.scm, budget, self._last_entropy, self.scm.expected_target(),
                                      self.scm.optimum().expected, initial_posterior=self._last_posterior)
         self._sync_record()
-        self._record.reset_text = data_summary(self.scm, rows, budget)
+        self._record.reset_text = f"{data_summary(self.scm, rows, budget)} {self._read_belief()}"
         return self._record.reset_text
 
     @classmethod
@@ -337,13 +340,20 @@ class CausalEnv:
                           call_index=self._record.used)
         self._record.steps.append(step)
         step.regret = self._record.regret
-        self._pending.append(step)  # the surrogate sees the rows when anything next reads a posterior (pending.py)
-        pending.enqueue(self)
+        if self.active:
+            self._look_ahead(step)  # measured against the posterior before the call's rows
+            self._surrogate.update(rows, mask)
+        self._settle(step)
+        step.outcome = text = f"{text}\n{self._read_belief()}"
         return text
 
+    def _read_belief(self) -> str:
+        """The surrogate's current belief (`training.causal.belief`) as the reply's last line, kept as `belief`."""
+        self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates))
+        return self._belief.line()
+
     def _look_ahead(self, step: StepRecord) -> None:
-        """Record the call's expected information gain, measured against the posterior before its rows
-        (`pending.drain` calls this just before the update): the surrogate's `expected_gain`, with draws keyed by
+        """Record the call's expected information gain, measured against the posterior before its rows: the surrogate's `expected_gain`, with draws keyed by
         (episode seed, valid-call index), so a GRPO group's rollouts (one row, one seed) making the same call at the
         same point are credited alike. The structure reward pays this, not the realised drop: the policy chooses
         the call, not the noise of its one row. None where the surrogate cannot say (the learned one has no
@@ -357,7 +367,7 @@ class CausalEnv:
         step.expected_info_gain = expected_gain(do, step.mask, LOOKAHEAD_DRAWS, rng)
 
     def _settle(self, step: StepRecord) -> None:
-        """Record what the surrogate's update with `step.rows` did (called by `pending.drain`, after the update)."""
+        """Record what the surrogate's update with `step.rows` did (after the update; frozen: nothing)."""
         step.posterior_before = self._last_posterior
         step.entropy_before = self._last_entropy
         self._last_posterior = step.posterior_after = self._surrogate.posterior()

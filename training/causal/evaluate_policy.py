@@ -41,7 +41,7 @@ from training.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments
 from training.errors import BadInputError, bad_input_exits
 
 
-RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 400,
+RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 720,
                    "max_tool_calling_iterations": 7, "max_tool_calls_per_episode": 7,
                    "chat_template_kwargs": {"enable_thinking": False}, "reward_weights": None}
 

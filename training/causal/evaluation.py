@@ -130,7 +130,7 @@ class _Episode:
 @torch.no_grad()
 def lm_episodes(model, tokenizer, rows: list[dict], *, episodes: int = 1, sampling: dict | None = None, seed: int = 0,
                 env_factory=CausalEnv, chat_template: str | None = None, template_kwargs: dict | None = None,
-                max_completion_length: int = 400, max_iterations: int = 7, max_tool_calls: int = 7,
+                max_completion_length: int = 720, max_iterations: int = 7, max_tool_calls: int = 7,
                 batch_size: int = 32, policy: str = "lm", weights: dict | None = None) -> list[dict]:
     """Records of `episodes` episodes per row played by `model` (see the module docstring). `sampling=None` is
     greedy; otherwise `generate` kwargs (do_sample is implied). The model is left in the mode it was in."""

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from training.causal.belief import NOISE_SAMPLES, draw_expectations
 from training.causal.env import CausalEnv
 from training.causal.exact_surrogate import LinearModel
 
-NOISE_SAMPLES = 64  # per expectation under a nonlinear draw
 FINE_GRID = 101  # values per variable
 
 
@@ -44,14 +44,6 @@ def posterior_draws(env: CausalEnv, n: int, rng: np.random.Generator, who: str) 
         raise TypeError(f"{who} needs a surrogate with posterior draws (exact or additive), the environment has "
                         f"{type(sur).__name__}")
     return sur.posterior_models(n, rng)
-
-
-def draw_expectations(model, target: int, variables: np.ndarray, values: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """E[target | do(variables[i] = values[i])] under one draw, per i; variable index -1 means no intervention.
-    `noise` (K, d): the shared noise vectors (unused for a linear draw, whose expectation is exact)."""
-    if isinstance(model, LinearModel):
-        return model.simulate_each(variables, values, np.zeros(len(model.order)))[:, target]
-    return np.mean([model.simulate_each(variables, values, eps)[:, target] for eps in noise], axis=0)
 
 
 def grid_candidates(env: CausalEnv, grid: int) -> tuple[np.ndarray, np.ndarray]:

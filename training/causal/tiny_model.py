@@ -50,7 +50,9 @@ def _episode_text(renderer, seed: int) -> str:
     if seed % 2 == 0:  # half named as the bundled task names them (target Y), half as the generator does
         scm = target_named_y(scm)
     row = scm_row(scm, seed=seed, budget=int(rng.integers(1, 21)))
-    env = make_causal_env("noop")()  # the text does not depend on the posterior; exact updates at d = 10 are slow
+    # the belief line's numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
+    # the no-op surrogate's line, marginals only, has the same words)
+    env = make_causal_env("exact" if d <= 6 else "noop")()
     messages = [{"role": "user", "content": row["prompt"][0]["content"] + env.reset(**row)}]
     for _ in range(row["budget"] + 1):  # one call past the budget: its error text is in the corpus too
         if rng.random() < 0.1:

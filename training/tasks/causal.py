@@ -8,13 +8,14 @@ text, not a nested column, because Arrow would merge the different SCMs' keys in
 
 Train rows also carry `reference_calls_json`: the calls of a noisy expert playing that row's episode (same seed,
 so replaying them in the environment gives the same samples): with probability `EXPERT_EPSILON` a random call (a
-uniform non-target variable, a uniform value in its range), otherwise the greedy expected-information-gain call
-under the exact surrogate (`training.causal.baselines.GreedyEIGPolicy`, grid of 5 values, 8 posterior draws). The
-supervised warm start imitates these traces (`training.warm_start_tools.trace_warm_start`), and `FORCE_RATE`
-forcing uses their first call.
+uniform non-target variable, a uniform value in its range), otherwise the call the belief line of the last reply
+recommends (`training.causal.belief_policy.BeliefPolicy`: the first variable listed, at the value shown). The expert
+acts on what the policy reads, so imitating it teaches the policy to read the belief. The supervised warm start
+imitates these traces (`training.warm_start_tools.trace_warm_start`), and `FORCE_RATE` forcing uses their first
+call.
 
 Default splits (`python -m training.tasks.causal` writes `data/causal/{train,heldout}.jsonl`, about a minute, most
-of it the expert): 128 train and 32 held-out SCMs with 4 to 6 variables, the four graph families in turn, every
+of it the expert): 256 train and 128 held-out SCMs with 4 to 6 variables, the four graph families in turn, every
 fourth one nonlinear, the rest linear-Gaussian; held-out SCMs come from a disjoint seed range. The target is named
 `Y` and the other variables `X1` .. `X{d-1}` (`target_named_y`). Budget and initial observational samples: the
 environment's defaults (`training.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
@@ -28,17 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
-from training.causal.baselines import EpsilonPolicy, GreedyEIGPolicy
+from training.causal.baselines import EpsilonPolicy
+from training.causal.belief_policy import BeliefPolicy
 from training.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.causal.families import FAMILIES, random_scm
 from training.causal.scm import SCM
 from training.data import write_split_files
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "causal"
-N_TRAIN, N_HELDOUT = 256, 32
+N_TRAIN, N_HELDOUT = 256, 128
 HELDOUT_SEED_OFFSET = 100_000
 SIZES = (4, 5, 6)
-EXPERT_EPSILON = 0.5
+EXPERT_EPSILON = 0.3
 EXPERT_SEED_OFFSET = 7_000_000  # the expert's own generator: default_rng(row seed + this)
 
 
@@ -83,7 +85,7 @@ def expert_calls(row: dict, epsilon: float = EXPERT_EPSILON) -> list[dict]:
     """The noisy expert's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
     env = CausalEnv()
     env.reset(**row)
-    policy = EpsilonPolicy(GreedyEIGPolicy(), epsilon)
+    policy = EpsilonPolicy(BeliefPolicy(), epsilon)
     rng = np.random.default_rng(int(row["seed"]) + EXPERT_SEED_OFFSET)
     calls = []
     while env.record.used < env.record.budget:

@@ -1,0 +1,98 @@
+"""The belief line: what the policy reads equals the surrogate's posterior; a frozen surrogate's line never moves;
+the expert that acts on it sets the first variable listed."""
+
+import numpy as np
+import pytest
+
+from tests.causal.helpers import chain5
+from training.causal.belief import Belief, belief_rng
+from training.causal.belief_policy import BeliefPolicy
+from training.causal.env import CausalEnv, make_causal_env
+from training.causal.scm import SCM
+from training.tasks.causal import scm_row
+
+
+def _env(**over):
+    env = CausalEnv()
+    env.reset(**{**scm_row(chain5(), seed=1, budget=4, initial_samples=20), **over})
+    return env
+
+
+def test_the_line_equals_the_posterior_marginals_and_expectations_of_its_draws():
+    """Worked example (chain X0 -> X1 -> X2 -> X3 -> X4, target X2, 20 observational rows and one intervention):
+    each entry's parent probability is the posterior's marginal, and its value, mean and sd are those of
+    E[X2 | do(X = end)] over the same 16 draws, computed here by propagating each draw with `simulate` (one row,
+    noise 0) rather than the vectorised path the line uses."""
+    env = _env()
+    env.intervene("X1", 3.0)
+    sur, scm = env.surrogate, env.scm
+    belief = env.belief
+    assert belief == Belief.of(sur, scm, belief_rng(1, sur.updates))  # the line is the current posterior's
+    models = sur.posterior_models(16, belief_rng(1, sur.updates))
+    marginals = sur.posterior().marginals
+    t = scm.index["X2"]
+    for entry in belief.entries:
+        j = scm.index[entry.variable]
+        at = {x: np.array([m.simulate({j: x}, np.zeros((1, scm.d)))[0, t] for m in models]) for x in (-3.0, 3.0)}
+        best = max(at, key=lambda x: at[x].mean())
+        assert entry.parent == pytest.approx(marginals[entry.variable])
+        assert entry.value == best
+        assert entry.expected == pytest.approx(at[best].mean()) and entry.sd == pytest.approx(at[best].std())
+    optimistic = [e.expected + e.sd for e in belief.entries]
+    assert optimistic == sorted(optimistic, reverse=True)
+    # the true effect on X2 of X1 is -1.2 per unit and of X0 is -1.2: setting X1 or X0 to -3 is best, the data say so
+    assert belief.entries[0].variable in ("X0", "X1") and belief.entries[0].value == -3.0
+    assert belief.entries[0].expected > 2.0 and marginals["X1"] > 0.9
+    assert env.record.steps[-1].outcome.splitlines()[-1] == belief.line()
+    text = belief.line()
+    assert text.startswith("Belief, best first: ") and f"X1=-3 X2 {belief.entries[0].expected:.1f}±" in text
+
+
+def test_goal_min_puts_the_lowest_optimistic_value_first():
+    c = chain5()
+    scm = SCM(c.variables, c.mechanisms, dict(zip(c.variables, c.noise_std)), c.ranges, c.target, goal="min")
+    env = CausalEnv()
+    env.reset(**scm_row(scm, seed=1, budget=4, initial_samples=20))
+    belief = env.belief
+    optimistic = [e.expected - e.sd for e in belief.entries]
+    assert optimistic == sorted(optimistic)
+    assert belief.entries[0].value == 3.0 and belief.entries[0].variable in ("X0", "X1")
+
+
+def test_a_frozen_surrogates_line_never_changes_and_says_the_effects_are_unknown():
+    env = make_causal_env(active=False)()
+    first = env.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20)).split(". ", 2)[-1]
+    lines = [env.intervene("X1", 3.0).splitlines()[-1], env.observe().splitlines()[-1],
+             env.intervene("X0", -1.0).splitlines()[-1]]
+    assert all(line == env.belief.line() for line in lines)
+    assert first.endswith(env.belief.line()) and len(set(lines)) == 1
+    assert lines[0].startswith("Belief (effects unknown): ") and env.surrogate.updates == 0
+    assert not env.belief.known
+
+
+def test_an_active_surrogates_line_moves_with_the_data_and_repeats_for_the_same_history():
+    def replies():
+        env = _env()
+        return [env.intervene("X1", 3.0), env.intervene("X0", -3.0)]
+
+    a, b = replies(), replies()
+    assert a == b  # a GRPO group's rollouts that make the same calls read the same belief
+    assert a[0].splitlines()[-1] != a[1].splitlines()[-1]
+
+
+def test_the_noop_surrogate_shows_its_prior_marginals_without_effects():
+    env = make_causal_env("noop")()
+    env.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
+    assert not env.belief.known and {e.variable for e in env.belief.entries} == {"X0", "X1", "X3", "X4"}
+
+
+def test_the_belief_policy_sets_the_first_entry_or_observes_when_effects_are_unknown():
+    env = _env()
+    policy, rng = BeliefPolicy(), np.random.default_rng(0)
+    first = env.belief.entries[0]
+    assert policy(env, rng) == ("intervene", {"variable": first.variable, "value": first.value})
+    frozen = make_causal_env(active=False)()
+    frozen.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
+    assert policy(frozen, rng) == ("observe", {})
+    with pytest.raises(ValueError, match="reset"):
+        policy(CausalEnv(), rng)
