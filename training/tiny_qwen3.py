@@ -96,13 +96,14 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def build_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen3ForCausalLM:
+def build_model(tokenizer: PreTrainedTokenizerFast, seed: int, arch: dict | None = None) -> Qwen3ForCausalLM:
+    """A randomly initialised Qwen3 of shape `arch` (default `TINY_ARCH`) for `tokenizer`, seeded."""
     config = Qwen3Config(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        **TINY_ARCH,
+        **(TINY_ARCH if arch is None else arch),
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)

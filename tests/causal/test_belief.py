@@ -1,5 +1,5 @@
 """The belief line: what the policy reads equals the surrogate's posterior; a frozen surrogate's line never moves;
-the expert that acts on it sets the first variable listed."""
+the expert that acts on it sets the last (best) variable listed."""
 
 import numpy as np
 import pytest
@@ -39,24 +39,24 @@ def test_the_line_equals_the_posterior_marginals_and_expectations_of_its_draws()
         assert entry.value == best
         assert entry.expected == pytest.approx(at[best].mean()) and entry.sd == pytest.approx(at[best].std())
     optimistic = [e.expected + e.sd for e in belief.entries]
-    assert optimistic == sorted(optimistic, reverse=True)
+    assert optimistic == sorted(optimistic) and belief.best == belief.entries[-1]
     # the true effect on X2 of X1 is -1.2 per unit and of X0 is -1.2: setting X1 or X0 to -3 is best, the data say so
-    assert belief.entries[0].variable in ("X0", "X1") and belief.entries[0].value == -3.0
-    assert belief.entries[0].expected > 2.0 and marginals["X1"] > 0.9
+    assert belief.best.variable in ("X0", "X1") and belief.best.value == -3.0
+    assert belief.best.expected > 2.0 and marginals["X1"] > 0.9
     assert env.record.steps[-1].outcome.splitlines()[-1] == belief.line()
     text = belief.line()
-    assert text.startswith("Belief, best first: ") and f"X1=-3 X2 {belief.entries[0].expected:.1f}±" in text
+    assert text.startswith("Belief, best last: ") and text.endswith(f"=-3.0 X2 {belief.best.expected:.1f}±{belief.best.sd:.1f} parent {belief.best.parent:.1f}.")
 
 
-def test_goal_min_puts_the_lowest_optimistic_value_first():
+def test_goal_min_puts_the_lowest_optimistic_value_last():
     c = chain5()
     scm = SCM(c.variables, c.mechanisms, dict(zip(c.variables, c.noise_std)), c.ranges, c.target, goal="min")
     env = CausalEnv()
     env.reset(**scm_row(scm, seed=1, budget=4, initial_samples=20))
     belief = env.belief
     optimistic = [e.expected - e.sd for e in belief.entries]
-    assert optimistic == sorted(optimistic)
-    assert belief.entries[0].value == 3.0 and belief.entries[0].variable in ("X0", "X1")
+    assert optimistic == sorted(optimistic, reverse=True)
+    assert belief.best.value == 3.0 and belief.best.variable in ("X0", "X1")
 
 
 def test_a_frozen_surrogates_line_never_changes_and_says_the_effects_are_unknown():
@@ -86,11 +86,11 @@ def test_the_noop_surrogate_shows_its_prior_marginals_without_effects():
     assert not env.belief.known and {e.variable for e in env.belief.entries} == {"X0", "X1", "X3", "X4"}
 
 
-def test_the_belief_policy_sets_the_first_entry_or_observes_when_effects_are_unknown():
+def test_the_belief_policy_sets_the_last_entry_or_observes_when_effects_are_unknown():
     env = _env()
     policy, rng = BeliefPolicy(), np.random.default_rng(0)
-    first = env.belief.entries[0]
-    assert policy(env, rng) == ("intervene", {"variable": first.variable, "value": first.value})
+    best = env.belief.best
+    assert policy(env, rng) == ("intervene", {"variable": best.variable, "value": best.value})
     frozen = make_causal_env(active=False)()
     frozen.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
     assert policy(frozen, rng) == ("observe", {})

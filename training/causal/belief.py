@@ -10,17 +10,22 @@ posterior expects of the target when that variable is set to its best value, wit
   E_m(X, x) = E[target | do(X = x)] (`draw_expectations`). `value` is the x whose posterior mean
   mean_m E_m(X, x) is best for the goal, `expected` that mean, `sd` the standard deviation of E_m(X, value) over the
   draws (the posterior's uncertainty about the effect, not the noise of a single sample).
-* Entries are listed best first by the optimistic value `expected + sd` (goal max; `expected - sd` for min): the
-  order an upper-confidence-bound rule would try them in. The warm-start expert follows that rule on this very
-  line (`training.causal.belief_policy`), so what it does is a function of what the policy sees.
+* Entries are ordered by the optimistic value `expected + sd` (goal max; `expected - sd` for min), the best LAST:
+  the order an upper-confidence-bound rule ranks them in, with the entry it would try right before the model's
+  turn. Last rather than first because the model's call then copies the tokens at a fixed distance back (each
+  name and number is one token), which a 2-layer model learns from a few hundred traces; the first entry sits a
+  variable distance back (it measured 12% agreement with the expert after the warm start, chance level). The
+  warm-start expert follows that rule on this very line (`training.causal.belief_policy`), so what it does is a
+  function of what the policy sees.
 
 Where the surrogate cannot draw models (it has none, as the no-op and learned surrogates; or fewer than 2
 non-intervened rows for some node, as a frozen surrogate that never saw data) the effects are unknown: the line
 gives the marginals only and says so. Nothing is made up.
 
-`Belief.line()` is the compact text appended to reset's text and to every valid tool reply (one decimal; a
-variable name and a number are one token each for the causal tokenizer), e.g.
-    Belief, best first: X2=3 Y 2.1±0.4 parent 0.8; X1=-3 Y 0.5±0.9 parent 0.3; X3=3 Y 0.1±0.2 parent 0.1.
+`Belief.line()` is the compact text appended to reset's text and to every valid tool reply (one decimal; the value
+written as a tool call's JSON writes it, `3.0`; a variable name and a number are one token each for the causal
+tokenizer), e.g.
+    Belief, best last: X3=3.0 Y 0.1±0.2 parent 0.1; X1=-3.0 Y 0.5±0.9 parent 0.3; X2=3.0 Y 2.1±0.4 parent 0.8.
 """
 
 from __future__ import annotations
@@ -60,19 +65,23 @@ class VariableBelief:
 class Belief:
     target: str
     goal: str
-    entries: tuple[VariableBelief, ...]  # best first (see module docstring)
+    entries: tuple[VariableBelief, ...]  # best last (see module docstring)
+
+    @property
+    def best(self) -> VariableBelief:
+        return self.entries[-1]
 
     @property
     def known(self) -> bool:
-        return bool(self.entries) and self.entries[0].expected is not None
+        return bool(self.entries) and self.entries[-1].expected is not None
 
     def line(self) -> str:
         if not self.known:
             parts = "; ".join(f"{e.variable} parent {e.parent:.1f}" for e in self.entries)
             return f"Belief (effects unknown): {parts}."
-        parts = "; ".join(f"{e.variable}={e.value:g} {self.target} {e.expected:.1f}±{e.sd:.1f} parent {e.parent:.1f}"
+        parts = "; ".join(f"{e.variable}={e.value!r} {self.target} {e.expected:.1f}±{e.sd:.1f} parent {e.parent:.1f}"
                           for e in self.entries)
-        return f"Belief, best first: {parts}."
+        return f"Belief, best last: {parts}."
 
     @classmethod
     def of(cls, surrogate, scm: SCM, rng: np.random.Generator, draws: int = BELIEF_DRAWS) -> Belief:
@@ -80,7 +89,7 @@ class Belief:
         settable = list(scm.actionable)
         models = _models(surrogate, draws, rng)
         if models is None:
-            entries = sorted((VariableBelief(v, marginals[v]) for v in settable), key=lambda e: -e.parent)
+            entries = sorted((VariableBelief(v, marginals[v]) for v in settable), key=lambda e: e.parent)
             return cls(scm.target, scm.goal, tuple(entries))
         linear = all(isinstance(m, LinearModel) for m in models)
         grid = 2 if linear else NONLINEAR_GRID
@@ -96,7 +105,7 @@ class Belief:
             cols = slice(k * grid, (k + 1) * grid)
             best = k * grid + int(np.argmax(sign * mean[cols]))
             entries.append(VariableBelief(v, marginals[v], float(values[best]), float(mean[best]), float(sd[best])))
-        entries.sort(key=lambda b: -(sign * b.expected + b.sd))
+        entries.sort(key=lambda b: sign * b.expected + b.sd)
         return cls(scm.target, scm.goal, tuple(entries))
 
 

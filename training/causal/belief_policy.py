@@ -1,7 +1,7 @@
 """The policy that acts on the belief line it is shown: the warm-start expert (with noise) and a scripted baseline.
 
 `BeliefPolicy` reads the belief the environment's last reply showed (`CausalEnv.belief`, the same object whose
-`line()` the model read) and sets the first variable listed, the one with the best optimistic value
+`line()` the model read) and sets the last variable listed, the one with the best optimistic value
 E[target | do] + sd (goal max; - sd for min), to the value the line gives for it: an upper-confidence-bound rule on
 the posterior, one draw-based standard deviation wide. Where the line says the effects are unknown (the surrogate has
 no draws: too little data, or a surrogate without a posterior over models) it observes, which is the call that makes
@@ -23,5 +23,5 @@ class BeliefPolicy:
             raise ValueError("BeliefPolicy: the environment has shown no belief yet (call reset first)")
         if not belief.known:
             return "observe", {}
-        first = belief.entries[0]
-        return "intervene", {"variable": first.variable, "value": first.value}
+        best = belief.best
+        return "intervene", {"variable": best.variable, "value": best.value}

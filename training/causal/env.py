@@ -9,7 +9,7 @@ Every call that samples the SCM (an intervention, or an observation of `OBSERVE_
 episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
 frozen): the reply to the model is the sampled rows (one decimal), the calls left, and the surrogate's belief after
 those rows (`training.causal.belief`: per settable variable, P(parent of the target) and the posterior's
-E[target | do] at its best setting with its sd, best first). Reset's text ends with the belief after the initial
+E[target | do] at its best setting with its sd, the best last). Reset's text ends with the belief after the initial
 rows. A frozen surrogate's line never changes. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
 variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
@@ -219,7 +219,7 @@ def build_surrogate(kind: str, variables: list[str], target: str):
 
         return LearnedSurrogate(variables, target)
     if kind == "noop":
-        from training.causal.surrogate import NoopSurrogate
+        from training.causal.noop_surrogate import NoopSurrogate
 
         return NoopSurrogate(variables, target)
     raise ValueError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")

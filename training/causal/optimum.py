@@ -13,10 +13,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from training.causal.scm import SCM, Optimum
+if TYPE_CHECKING:  # an SCM's `optimum()` calls this module; it never builds an SCM
+    from training.causal.scm import SCM
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The best single-variable hard intervention: do(`variable` = `value`) gives E[target] = `expected`."""
+
+    variable: str
+    value: float
+    expected: float
+    exact: bool  # True for the linear family (closed form); False when found numerically (see optimum.py)
 
 GRID_POINTS = 201
 

@@ -28,6 +28,7 @@ import networkx as nx
 import numpy as np
 
 from training.causal.expressions import compile_expression, shortened
+from training.causal.optimum import Optimum, find_optimum
 
 Goal = Literal["max", "min"]
 GOALS = ("max", "min")
@@ -114,16 +115,6 @@ def mechanism_from_dict(spec: Mapping, where: str) -> Mechanism:
     if kind == "expression":
         return ExpressionMechanism(tuple(spec["parents"]), str(spec["expression"]))
     raise SCMError(f"{where}: mechanism kind must be 'linear' or 'expression', got {kind!r}")
-
-
-@dataclass(frozen=True)
-class Optimum:
-    """The best single-variable hard intervention: do(`variable` = `value`) gives E[target] = `expected`."""
-
-    variable: str
-    value: float
-    expected: float
-    exact: bool  # True for the linear family (closed form); False when found numerically (see optimum.py)
 
 
 class SCM:
@@ -297,8 +288,6 @@ class SCM:
 
     def optimum(self) -> Optimum:
         """The best E[target | do(X_i = v)] over non-target X_i and v in X_i's range (see `training.causal.optimum`)."""
-        from training.causal.optimum import find_optimum
-
         if "_optimum" not in self.__dict__:
             self.__dict__["_optimum"] = find_optimum(self)
         return self.__dict__["_optimum"]
