@@ -38,7 +38,7 @@ def steps_per_second(kind: str, d: int, episodes: int, seed: int) -> float:
         t0 = time.perf_counter()
         for var, val in calls:
             env.intervene(var, val)
-        env.record  # applies the deferred surrogate updates (training/causal/pending.py): part of the steps' cost
+        # each call updates the surrogate and draws the belief line at once: part of the steps' cost
         total += time.perf_counter() - t0
         n += len(calls)
     return n / total

@@ -340,12 +340,18 @@ class CausalEnv:
                           call_index=self._record.used)
         self._record.steps.append(step)
         step.regret = self._record.regret
-        if self.active:
-            self._look_ahead(step)  # measured against the posterior before the call's rows
-            self._surrogate.update(rows, mask)
-        self._settle(step)
+        self._learn(step)
         step.outcome = text = f"{text}\n{self._read_belief()}"
         return text
+
+    def _learn(self, step: StepRecord) -> None:
+        """The surrogate's work for an accepted call: its expected information gain (against the posterior before
+        the call's rows), the update with those rows, and the record of what the update did. Frozen: the record
+        only."""
+        if self.active:
+            self._look_ahead(step)
+            self._surrogate.update(step.rows, step.mask)
+        self._settle(step)
 
     def _read_belief(self) -> str:
         """The surrogate's current belief (`training.causal.belief`) as the reply's last line, kept as `belief`."""
