@@ -216,3 +216,60 @@ def test_bad_update_input_raises_naming_the_argument():
     with pytest.raises(ValueError, match="NaN"):
         s.update(np.full((1, 5), np.nan), np.zeros((1, 5), bool))
     assert s.updates == 0
+
+
+def _surrogate_on_data(d: int, seed: int) -> ExactSurrogate:
+    scm = random_scm("er", d, seed)
+    sur = ExactSurrogate(scm.variables, scm.target)
+    rng = np.random.default_rng(seed)
+    sur.update(*observational_rows(scm, 12, rng))
+    sur.update(*intervention_rows(scm, scm.actionable[0], 3, rng))
+    return sur
+
+
+@pytest.mark.parametrize("d", [3, 4])
+def test_sampled_dags_follow_the_posterior_over_every_dag(d):
+    """The vectorised backward sampler's DAG frequencies against the exact joint over every DAG on d nodes
+    (#linext(G) prod_v beta_v(Pa_v), `all_dags`): chi-square over the DAGs expected >= 5 times (the rest pooled)."""
+    from training.causal.structure_posterior import all_dags, sample_dags
+
+    sur = _surrogate_on_data(d, seed=d)
+    masks, counts = all_dags(d)
+    log_w = np.log(counts) + sum(sur.log_beta[v, masks[:, v]] for v in range(d))
+    p = np.exp(log_w - log_w.max())
+    p /= p.sum()
+    n = 20_000
+    drawn = sample_dags(sur.log_beta, n, np.random.default_rng(0))
+    code = lambda m: sum(int(x) << (d * v) for v, x in enumerate(m))  # noqa: E731
+    index = {code(m): i for i, m in enumerate(masks)}
+    observed = np.bincount([index[code(m)] for m in drawn], minlength=len(p))
+    big = p * n >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(p[big] * n, p[~big].sum() * n)
+    keep = exp > 0
+    assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-3
+    # and the target's parent sets, read off the draws, against the DP's marginal
+    t = sur.t
+    freq = np.bincount(drawn[:, t], minlength=1 << d) / n
+    assert np.abs(freq - enumerate_parent_posterior(sur.log_beta, t)).max() < 0.02
+
+
+def test_parameter_draws_follow_the_g_prior_posterior_of_their_parent_set():
+    """Given its parent set S, a node's coefficients have mean g/(1+g) beta_ols and covariance
+    E[sigma^2] g/(1+g) pinv(Sxx), with sigma^2 ~ InvGamma((n-1)/2, S_yy (1 - g R^2/(1+g)) / 2), E = b / (a - 1)."""
+    sur = _surrogate_on_data(4, seed=11)
+    models = sur.posterior_models(6000, np.random.default_rng(1))
+    st, v = sur.stats, sur.t
+    sets = [tuple(m.parents[v]) for m in models]
+    pa = max(set(sets), key=lambda s: (len(s) > 0, sets.count(s)))  # the most drawn non-empty parent set
+    coefs = np.array([m.coef[v] for m, s in zip(models, sets) if s == pa])
+    assert len(coefs) > 300
+    nv, m2 = st.count[v], st.m2[v]
+    sxx, sxy, syy = m2[np.ix_(pa, pa)], m2[list(pa), v], m2[v, v]
+    b_ols = np.linalg.solve(sxx, sxy)
+    shrink, r2 = nv / (1 + nv), sxy @ b_ols / syy
+    a, b = (nv - 1) / 2, syy * (1 - shrink * r2) / 2
+    cov = b / (a - 1) * shrink * np.linalg.inv(sxx)
+    se = np.sqrt(np.diag(cov) / len(coefs))
+    assert np.all(np.abs(coefs.mean(0) - shrink * b_ols) < 4 * se)
+    assert np.allclose(np.cov(coefs.T).reshape(cov.shape), cov, rtol=0.25, atol=1e-3 * np.abs(cov).max())

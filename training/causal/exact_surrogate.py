@@ -170,38 +170,40 @@ class ExactSurrogate:
             low = [self.variables[v] for v in np.flatnonzero(st.count < 2)]
             raise ValueError(f"posterior_models needs >= 2 non-intervened rows per node; too few for {low}")
         dags = sample_dags(self.log_beta, n, rng)
+        intercept, sd = np.zeros((n, self.d)), np.zeros((n, self.d))
+        coef = [[None] * self.d for _ in range(n)]
+        for v in range(self.d):  # the draws sharing a parent set of v get their parameters in one batch
+            nv, m2 = st.count[v], st.m2[v]
+            syy, shrink = max(m2[v, v], 1e-300), nv / (1.0 + nv)  # g = n_v
+            for mask in np.unique(dags[:, v]):
+                which = np.flatnonzero(dags[:, v] == mask)
+                pa = members(int(mask), self.d)
+                factor, b_ols, r2 = _regression(m2, pa, v, syy)
+                sigma2 = (syy * (1.0 - shrink * r2) / 2.0) / rng.gamma((nv - 1.0) / 2.0, size=len(which))
+                z = rng.standard_normal((len(which), len(pa)))
+                b = shrink * b_ols + np.sqrt(shrink * sigma2)[:, None] * (z @ factor.T)
+                intercept[which, v] = st.mean[v, v] + rng.standard_normal(len(which)) * np.sqrt(sigma2 / nv)
+                sd[which, v] = np.sqrt(sigma2)
+                for k, i in enumerate(which):
+                    coef[i][v] = b[k]
         models = []
-        regressions = {}  # (node, parent mask) -> (pinv, b_ols, r2): the draws share most of their parent sets
-        for masks in dags:
+        for i, masks in enumerate(dags):
             parents = [members(int(m), self.d) for m in masks]
-            order = topological_order(parents)
-            intercept, coef, centre, sd = np.zeros(self.d), [], [], np.zeros(self.d)
-            for v in range(self.d):
-                pa, nv = parents[v], st.count[v]
-                m2, g = st.m2[v], nv
-                syy = max(m2[v, v], 1e-300)
-                if (v, int(masks[v])) not in regressions:
-                    regressions[v, int(masks[v])] = _regression(m2, pa, v, syy)
-                pinv, b_ols, r2 = regressions[v, int(masks[v])]
-                shrink = g / (1.0 + g)
-                sigma2 = (syy * (1.0 - shrink * r2) / 2.0) / rng.gamma((nv - 1.0) / 2.0)
-                b = rng.multivariate_normal(shrink * b_ols, shrink * sigma2 * pinv) if pa else b_ols
-                intercept[v] = st.mean[v, v] + rng.normal() * np.sqrt(sigma2 / nv)
-                coef.append(b)
-                centre.append(st.mean[v, pa])
-                sd[v] = np.sqrt(sigma2)
-            models.append(LinearModel(order, parents, intercept, centre, coef, sd))
+            centre = [st.mean[v, parents[v]] for v in range(self.d)]
+            models.append(LinearModel(topological_order(parents), parents, intercept[i], centre, coef[i], sd[i]))
         return models
 
 
 def _regression(m2: np.ndarray, pa: list[int], v: int, syy: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """(pinv(Sxx), the OLS coefficients, R^2) of node v on its parents `pa`, from its centred scatter `m2`."""
+    """(F with F F' = pinv(Sxx), the OLS coefficients, R^2) of node v on its parents `pa`, from its centred scatter
+    `m2`: a draw N(mu, c pinv(Sxx)) is mu + sqrt(c) F z with z standard normal."""
     if not pa:
         return np.zeros((0, 0)), np.zeros(0), 0.0
     sxx, sxy = m2[np.ix_(pa, pa)], m2[pa, v]
-    pinv = np.linalg.pinv(sxx)
-    b_ols = pinv @ sxy
-    return pinv, b_ols, float(np.clip(sxy @ b_ols / syy, 0.0, 1.0))
+    lam, vec = np.linalg.eigh(sxx)
+    inv = np.where(lam > lam.max() * len(pa) * np.finfo(float).eps, 1.0 / np.where(lam > 0, lam, 1.0), 0.0)
+    b_ols = (vec * inv) @ (vec.T @ sxy)
+    return vec * np.sqrt(inv), b_ols, float(np.clip(sxy @ b_ols / syy, 0.0, 1.0))
 
 
 def row_entropies(log_post: np.ndarray) -> np.ndarray:

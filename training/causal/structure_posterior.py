@@ -118,29 +118,36 @@ def enumerate_parent_posterior(log_beta: np.ndarray, target: int) -> np.ndarray:
     return p / p.sum()
 
 
+def categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One index per row of `logits` (n, k), drawn with probability ∝ exp(logits) (-inf: never), by inverse CDF on
+    one uniform per row."""
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random(len(p)) * cdf[:, -1]
+    return np.minimum((cdf <= u[:, None]).sum(axis=1), p.shape[1] - 1)
+
+
 def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n DAGs (n, d) parent masks from the posterior p(G | D) ∝ sum_≺ prod_v beta_v(Pa_v) 1[G ⊆ ≺] (one data set).
 
-    Backward sampling of (≺, G): among the nodes U not yet placed, the last one is v with probability
-    ∝ alpha_v(U \\ {v}) L(U \\ {v}); its parents are S ⊆ U \\ {v} with probability ∝ beta_v(S); then U <- U \\ {v}."""
+    Backward sampling of (≺, G), all n draws at once: among the nodes U not yet placed, the last one is v with
+    probability ∝ alpha_v(U \\ {v}) L(U \\ {v}); its parents are S ⊆ U \\ {v} with probability ∝ beta_v(S); then
+    U <- U \\ {v}. d steps, each vectorised over the draws (`categorical`)."""
     d = log_beta.shape[0]
     alpha = zeta_transform(log_beta[None])[0]
-    log_l, _ = order_sums(alpha[None])
-    log_l = log_l[0]
+    log_l = order_sums(alpha[None])[0][0]
     all_masks = np.arange(1 << d)
+    bits = 1 << np.arange(d)
+    rows = np.arange(n)
     out = np.zeros((n, d), dtype=np.int64)
-    for i in range(n):
-        u = (1 << d) - 1
-        while u:
-            vs = np.array([v for v in range(d) if u >> v & 1])
-            rest = u & ~(1 << vs)
-            logits = alpha[vs, rest] + log_l[rest]
-            p = np.exp(logits - logits.max())
-            k = rng.choice(len(vs), p=p / p.sum())
-            v, w = int(vs[k]), int(rest[k])
-            subs = all_masks[(all_masks & ~w) == 0]
-            lp = log_beta[v, subs]
-            q = np.exp(lp - lp.max())
-            out[i, v] = subs[rng.choice(len(subs), p=q / q.sum())]
-            u = w
+    u = np.full(n, (1 << d) - 1)
+    for _ in range(d):
+        rest = u[:, None] & ~bits[None, :]  # (n, d): U without each v
+        placed_last = np.where((u[:, None] & bits[None, :]) != 0, alpha[np.arange(d)[None, :], rest] + log_l[rest],
+                               -np.inf)
+        v = categorical(placed_last, rng)
+        w = rest[rows, v]
+        subsets = (all_masks[None, :] & ~w[:, None]) == 0  # (n, 2^d): S ⊆ U \\ {v}
+        out[rows, v] = categorical(np.where(subsets, log_beta[v], -np.inf), rng)
+        u = w
     return out
