@@ -170,22 +170,22 @@ class ExactSurrogate:
             low = [self.variables[v] for v in np.flatnonzero(st.count < 2)]
             raise ValueError(f"posterior_models needs >= 2 non-intervened rows per node; too few for {low}")
         dags = sample_dags(self.log_beta, n, rng)
+        pairs = [(v, int(m)) for v in range(self.d) for m in np.unique(dags[:, v])]
+        regressions = _regressions(st.m2, pairs, self.d)
         intercept, sd = np.zeros((n, self.d)), np.zeros((n, self.d))
         coef = [[None] * self.d for _ in range(n)]
-        for v in range(self.d):  # the draws sharing a parent set of v get their parameters in one batch
-            nv, m2 = st.count[v], st.m2[v]
-            syy, shrink = max(m2[v, v], 1e-300), nv / (1.0 + nv)  # g = n_v
-            for mask in np.unique(dags[:, v]):
-                which = np.flatnonzero(dags[:, v] == mask)
-                pa = members(int(mask), self.d)
-                factor, b_ols, r2 = _regression(m2, pa, v, syy)
-                sigma2 = (syy * (1.0 - shrink * r2) / 2.0) / rng.gamma((nv - 1.0) / 2.0, size=len(which))
-                z = rng.standard_normal((len(which), len(pa)))
-                b = shrink * b_ols + np.sqrt(shrink * sigma2)[:, None] * (z @ factor.T)
-                intercept[which, v] = st.mean[v, v] + rng.standard_normal(len(which)) * np.sqrt(sigma2 / nv)
-                sd[which, v] = np.sqrt(sigma2)
-                for k, i in enumerate(which):
-                    coef[i][v] = b[k]
+        for v, mask in pairs:  # the draws sharing a parent set of v get their parameters in one batch
+            nv, shrink = st.count[v], st.count[v] / (1.0 + st.count[v])  # g = n_v
+            syy = max(st.m2[v, v, v], 1e-300)
+            factor, b_ols, r2 = regressions[v, mask]
+            which = np.flatnonzero(dags[:, v] == mask)
+            sigma2 = (syy * (1.0 - shrink * r2) / 2.0) / rng.gamma((nv - 1.0) / 2.0, size=len(which))
+            z = rng.standard_normal((len(which), len(b_ols)))
+            b = shrink * b_ols + np.sqrt(shrink * sigma2)[:, None] * (z @ factor.T)
+            intercept[which, v] = st.mean[v, v] + rng.standard_normal(len(which)) * np.sqrt(sigma2 / nv)
+            sd[which, v] = np.sqrt(sigma2)
+            for k, i in enumerate(which):
+                coef[i][v] = b[k]
         models = []
         for i, masks in enumerate(dags):
             parents = [members(int(m), self.d) for m in masks]
@@ -194,16 +194,32 @@ class ExactSurrogate:
         return models
 
 
-def _regression(m2: np.ndarray, pa: list[int], v: int, syy: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """(F with F F' = pinv(Sxx), the OLS coefficients, R^2) of node v on its parents `pa`, from its centred scatter
-    `m2`: a draw N(mu, c pinv(Sxx)) is mu + sqrt(c) F z with z standard normal."""
-    if not pa:
-        return np.zeros((0, 0)), np.zeros(0), 0.0
-    sxx, sxy = m2[np.ix_(pa, pa)], m2[pa, v]
-    lam, vec = np.linalg.eigh(sxx)
-    inv = np.where(lam > lam.max() * len(pa) * np.finfo(float).eps, 1.0 / np.where(lam > 0, lam, 1.0), 0.0)
-    b_ols = (vec * inv) @ (vec.T @ sxy)
-    return vec * np.sqrt(inv), b_ols, float(np.clip(sxy @ b_ols / syy, 0.0, 1.0))
+def _regressions(m2: np.ndarray, pairs: list[tuple[int, int]], d: int) -> dict:
+    """{(v, parent mask): (F with F F' = pinv(Sxx), the OLS coefficients, R^2)} of each node v on its parents, from
+    its centred scatter `m2[v]`: a draw N(mu, c pinv(Sxx)) is mu + sqrt(c) F z with z standard normal. One batched
+    eigendecomposition per parent-set size."""
+    out = {}
+    by_size: dict[int, list[tuple[int, int]]] = {}
+    for v, mask in pairs:
+        by_size.setdefault(bin(mask).count("1"), []).append((v, mask))
+    for k, group in by_size.items():
+        if k == 0:
+            out.update({pair: (np.zeros((0, 0)), np.zeros(0), 0.0) for pair in group})
+            continue
+        vs = np.array([v for v, _ in group])
+        pa = np.array([members(mask, d) for _, mask in group])  # (G, k)
+        sxx = m2[vs[:, None, None], pa[:, :, None], pa[:, None, :]]
+        sxy = m2[vs[:, None], pa, vs[:, None]]
+        syy = np.maximum(m2[vs, vs, vs], 1e-300)
+        lam, vec = np.linalg.eigh(sxx)
+        keep = lam > lam.max(axis=1, keepdims=True) * k * np.finfo(float).eps
+        inv = np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)
+        b_ols = np.einsum("gij,gj,gkj,gk->gi", vec, inv, vec, sxy)
+        r2 = np.clip(np.einsum("gi,gi->g", sxy, b_ols) / syy, 0.0, 1.0)
+        factor = vec * np.sqrt(inv)[:, None, :]
+        for j, pair in enumerate(group):
+            out[pair] = (factor[j], b_ols[j], float(r2[j]))
+    return out
 
 
 def row_entropies(log_post: np.ndarray) -> np.ndarray:
