@@ -197,7 +197,7 @@ class ExactSurrogate:
 def _regressions(m2: np.ndarray, pairs: list[tuple[int, int]], d: int) -> dict:
     """{(v, parent mask): (F with F F' = pinv(Sxx), the OLS coefficients, R^2)} of each node v on its parents, from
     its centred scatter `m2[v]`: a draw N(mu, c pinv(Sxx)) is mu + sqrt(c) F z with z standard normal. One batched
-    eigendecomposition per parent-set size."""
+    factorisation per parent-set size (`_factor_and_solve`)."""
     out = {}
     by_size: dict[int, list[tuple[int, int]]] = {}
     for v, mask in pairs:
@@ -211,15 +211,28 @@ def _regressions(m2: np.ndarray, pairs: list[tuple[int, int]], d: int) -> dict:
         sxx = m2[vs[:, None, None], pa[:, :, None], pa[:, None, :]]
         sxy = m2[vs[:, None], pa, vs[:, None]]
         syy = np.maximum(m2[vs, vs, vs], 1e-300)
-        lam, vec = np.linalg.eigh(sxx)
-        keep = lam > lam.max(axis=1, keepdims=True) * k * np.finfo(float).eps
-        inv = np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)
-        b_ols = np.einsum("gij,gj,gkj,gk->gi", vec, inv, vec, sxy)
+        factor, b_ols = _factor_and_solve(sxx, sxy)
         r2 = np.clip(np.einsum("gi,gi->g", sxy, b_ols) / syy, 0.0, 1.0)
-        factor = vec * np.sqrt(inv)[:, None, :]
         for j, pair in enumerate(group):
             out[pair] = (factor[j], b_ols[j], float(r2[j]))
     return out
+
+
+def _factor_and_solve(sxx: np.ndarray, sxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(F, pinv(Sxx) Sxy) for a stack of scatter matrices, with F F' = pinv(Sxx). F = L^-T from the Cholesky factor
+    Sxx = L L' when every matrix is positive definite: unique and continuous in Sxx, so the standardised copies of
+    the same data in other units (`ExactSurrogate.standardised`), equal up to rounding, give the same draws. A stack
+    with a singular matrix (a parent constant on the node's rows) falls back to the eigendecomposition, whose
+    pseudo-inverse drops the null directions."""
+    try:
+        low = np.linalg.cholesky(sxx)
+    except np.linalg.LinAlgError:
+        lam, vec = np.linalg.eigh(sxx)
+        keep = lam > lam.max(axis=1, keepdims=True) * sxx.shape[-1] * np.finfo(float).eps
+        inv = np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)
+        return vec * np.sqrt(inv)[:, None, :], np.einsum("gij,gj,gkj,gk->gi", vec, inv, vec, sxy)
+    factor = np.swapaxes(np.linalg.inv(low), 1, 2)
+    return factor, np.einsum("gij,gkj,gk->gi", factor, factor, sxy)
 
 
 def row_entropies(log_post: np.ndarray) -> np.ndarray:
