@@ -45,7 +45,9 @@ def test_the_line_equals_the_posterior_marginals_and_expectations_of_its_draws()
     assert belief.best.expected > 2.0 and marginals["X1"] > 0.9
     assert env.record.steps[-1].outcome.splitlines()[-1] == belief.line()
     text = belief.line()
-    assert text.startswith("Belief, best last: ") and text.endswith(f"=-3.0 X2 {belief.best.expected:.1f}±{belief.best.sd:.1f} parent {belief.best.parent:.1f}.")
+    best = belief.best
+    assert text.startswith("Belief, best last: ")
+    assert text.endswith(f"=-3.0 X2 {best.expected:.1f}±{best.sd:.1f} parent {best.parent:.1f}.")
 
 
 def test_goal_min_puts_the_lowest_optimistic_value_last():

@@ -261,7 +261,8 @@ class CausalEnv:
 
     def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
               initial_samples: int | None = None, target: str | None = None, **row) -> str:
-        """Start an episode on the row's SCM; returns the budget and a short summary of the initial data."""
+        """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
+        surrogate's belief line."""
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._rng = np.random.default_rng(seed)
         self._seed = int(seed)
@@ -359,12 +360,12 @@ class CausalEnv:
         return self._belief.line()
 
     def _look_ahead(self, step: StepRecord) -> None:
-        """Record the call's expected information gain, measured against the posterior before its rows: the surrogate's `expected_gain`, with draws keyed by
-        (episode seed, valid-call index), so a GRPO group's rollouts (one row, one seed) making the same call at the
-        same point are credited alike. The structure reward pays this, not the realised drop: the policy chooses
-        the call, not the noise of its one row. None where the surrogate cannot say (the learned one has no
-        `expected_gain`; the exact one needs 2 observational rows per variable); the structure reward then
-        refuses the episode."""
+        """Record the call's expected information gain, measured against the posterior before its rows: the
+        surrogate's `expected_gain`, with draws keyed by (episode seed, valid-call index), so a GRPO group's
+        rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
+        reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
+        where the surrogate cannot say (the learned one has no `expected_gain`; the exact one needs 2 observational
+        rows per variable); the structure reward then refuses the episode."""
         expected_gain = getattr(self._surrogate, "expected_gain", None)
         if expected_gain is None:
             return
@@ -373,7 +374,7 @@ class CausalEnv:
         step.expected_info_gain = expected_gain(do, step.mask, LOOKAHEAD_DRAWS, rng)
 
     def _settle(self, step: StepRecord) -> None:
-        """Record what the surrogate's update with `step.rows` did (after the update; frozen: nothing)."""
+        """Record what the surrogate's update with `step.rows` did (after it; frozen: that nothing moved)."""
         step.posterior_before = self._last_posterior
         step.entropy_before = self._last_entropy
         self._last_posterior = step.posterior_after = self._surrogate.posterior()

@@ -128,7 +128,8 @@ def categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n DAGs (n, d) parent masks from the posterior p(G | D) ∝ sum_≺ prod_v beta_v(Pa_v) 1[G ⊆ ≺] (one data set).
+    """n DAGs (n, d) parent masks from the posterior p(G | D) ∝ sum_≺ prod_v beta_v(Pa_v) 1[G ⊆ ≺] (one data
+    set).
 
     Backward sampling of (≺, G), all n draws at once: among the nodes U not yet placed, the last one is v with
     probability ∝ alpha_v(U \\ {v}) L(U \\ {v}); its parents are S ⊆ U \\ {v} with probability ∝ beta_v(S); then
