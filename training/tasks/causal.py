@@ -9,8 +9,9 @@ text, not a nested column, because Arrow would merge the different SCMs' keys in
 Train rows also carry `reference_calls_json`: the calls of a noisy expert playing that row's episode (same seed,
 so replaying them in the environment gives the same samples): with probability `EXPERT_EPSILON` a random call (a
 uniform non-target variable, a uniform value in its range), otherwise the call the belief line of the last reply
-recommends (`training.causal.belief_policy.BeliefPolicy`: the first variable listed, at the value shown). The expert
-acts on what the policy reads, so imitating it teaches the policy to read the belief. The supervised warm start
+recommends (`training.causal.belief_policy.BeliefPolicy`: the variable listed last, the best, at the value shown).
+The expert acts on what the policy reads, so imitation could teach the policy to read the belief (the tiny model
+does not learn it yet: docs/causal.md). The supervised warm start
 imitates these traces (`training.warm_start_tools.trace_warm_start`), and `FORCE_RATE` forcing uses their first
 call.
 
