@@ -205,6 +205,7 @@ def test_prompt_longer_than_the_context_is_named_with_file_and_row(tmp_path, mon
     (["--heldout_max_samples", "0"], "heldout_max_samples=0"),
     (["--warm_start_tool_call_rate", "1.5"], "warm_start_tool_call_rate=1.5"),
     (["--warm_start_lr", "0"], "warm_start_lr=0"),
+    (["--warm_start_batch_size", "0"], "warm_start_batch_size=0"),
     (["--advantage_estimator", "nope"], "advantage_estimator='nope'"),
     (["--max_wall_time_s", "0"], "max_wall_time_s=0"),
     (["--grad_spike_factor", "0.5"], "grad_spike_factor=0.5"),

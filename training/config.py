@@ -379,6 +379,11 @@ class StrictScriptArguments:
         },
     )
     warm_start_lr: float = field(default=3e-3, metadata={"help": "Learning rate of the supervised warm start."})
+    warm_start_batch_size: int | None = field(
+        default=None,
+        metadata={"help": "Sequences per warm-start step. None: the warm start's own default (32 prompt-answer pairs, "
+                  "8 tool traces)."},
+    )
     warm_start_tool_call_rate: float = field(
         default=1.0,
         metadata={
@@ -426,6 +431,8 @@ class StrictScriptArguments:
             )
         check_int("warm_start_steps", self.warm_start_steps, 0)
         check_range("warm_start_lr", self.warm_start_lr, "a finite number > 0", lambda v: 0 < v < math.inf)
+        if self.warm_start_batch_size is not None:
+            check_int("warm_start_batch_size", self.warm_start_batch_size, 1)
         check_range(
             "warm_start_tool_call_rate", self.warm_start_tool_call_rate, "a number in (0, 1]", lambda v: 0 < v <= 1
         )

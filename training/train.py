@@ -433,6 +433,8 @@ def warm_started(script_args, training_args, model_path: str, train_rows: list[d
         return model_path
     common = dict(steps=script_args.warm_start_steps, lr=script_args.warm_start_lr, seed=script_args.model_seed,
                   template_kwargs=dict(training_args.chat_template_kwargs or {}), show_progress=show_progress)
+    if script_args.warm_start_batch_size is not None:
+        common["batch_size"] = script_args.warm_start_batch_size
     if env_factory is not None:
         logger.info("Tool-trace warm start: %d steps on %s", script_args.warm_start_steps, script_args.train_file)
         return trace_warm_start(model_path, train_rows, env_factory,

@@ -20,9 +20,11 @@ from training.atomic import atomic_directory
 from training.models import cache_root
 
 
-def _cache_key(model_path: str, rows: list[dict], steps: int, lr: float, seed: int, template_kwargs: dict) -> str:
+def _cache_key(model_path: str, rows: list[dict], steps: int, lr: float, seed: int, template_kwargs: dict,
+               batch_size: int) -> str:
     payload = json.dumps(
-        {"model": model_path, "rows": rows, "steps": steps, "lr": lr, "seed": seed, "kw": template_kwargs},
+        {"model": model_path, "rows": rows, "steps": steps, "lr": lr, "seed": seed, "kw": template_kwargs,
+         "batch_size": batch_size},
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -104,7 +106,7 @@ def supervised_warm_start(
     Each row's target completion is its `demonstration` when it has one, else its `answer`.
     """
     template_kwargs = template_kwargs or {}
-    key = _cache_key(model_path, rows, steps, lr, seed, template_kwargs)
+    key = _cache_key(model_path, rows, steps, lr, seed, template_kwargs, batch_size)
 
     def encode(tokenizer) -> list[tuple[list[int], list[int]]]:
         pairs = [encode_pair(tokenizer, r["prompt"], r.get("demonstration", r["answer"]), template_kwargs) for r in rows]

@@ -80,7 +80,7 @@ def trace_warm_start(
     ratio = max(Fraction(tool_call_rate).limit_denominator(8), Fraction(1, 8))
     acting, lazy = ratio.numerator, ratio.denominator - ratio.numerator
     extra = {"traces": repr(env_factory), **({"lazy": [acting, lazy]} if lazy else {})}
-    key = _cache_key(model_path, rows, steps, lr, seed, {**template_kwargs, **extra})
+    key = _cache_key(model_path, rows, steps, lr, seed, {**template_kwargs, **extra}, batch_size)
 
     def encode(tokenizer) -> list[tuple[list[int], list[int]]]:
         chat_template = sampling_chat_template(tokenizer)
