@@ -14,9 +14,9 @@ posterior expects of the target when that variable is set to its best value, wit
   the order an upper-confidence-bound rule ranks them in, with the entry it would try right before the model's
   turn. Last rather than first so that the model's call copies tokens a fixed distance back (each name and number
   is one token) rather than a distance that grows with the number of variables. Measured: the 2-layer tiny model
-  learns neither ordering from the warm start (docs/causal.md, "Baselines and the expert"). The warm-start expert
-  follows that rule on this very line (`training.causal.belief_policy`), so what it does is a function of what the
-  policy sees.
+  learns neither ordering from the warm start, the 4-layer one follows this one (docs/causal.md, "Baselines and the
+  expert"). The warm-start expert follows that rule on this very line (`training.causal.belief_policy`), so what it
+  does is a function of what the policy sees.
 
 Where the surrogate cannot draw models (it has none, as the no-op and learned surrogates; or fewer than 2
 non-intervened rows for some node, as a frozen surrogate that never saw data) the effects are unknown: the line

@@ -12,7 +12,7 @@ writes DIR/train.jsonl and DIR/heldout.jsonl. Train row i plays SCM i mod (numbe
 held-out row i plays held-out SCM i mod ... with seed `HELDOUT_SEED_OFFSET` + i (disjoint from the train seeds). With
 one SCM file, train and held-out rows are episodes of the same SCM with different noise; `--heldout_scm` holds
 other SCMs out; a generator is called with seed i for train row i and `HELDOUT_SEED_OFFSET` + i for held-out row i.
-`--expert` adds the train rows' `reference_calls_json` (the bundled task's noisy expert, what the tool-trace warm
+`--expert` adds the train rows' `reference_calls_json` (the bundled task's expert, what the tool-trace warm
 start imitates). Budget and initial samples default to `training.causal.env.DEFAULT_BUDGET` and
 `DEFAULT_INITIAL_SAMPLES`, as everywhere. Relative paths are read from the working directory.
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--budget", type=int, default=None, help=f"calls per episode (default {DEFAULT_BUDGET})")
     parser.add_argument("--initial_samples", type=int, default=None,
                         help=f"observational rows at reset (default {DEFAULT_INITIAL_SAMPLES})")
-    parser.add_argument("--expert", action="store_true", help="add the noisy expert's traces to the train rows")
+    parser.add_argument("--expert", action="store_true", help="add the expert's traces to the train rows")
     args = parser.parse_args(argv)
     with bad_input_exits():
         budget, initial = check_counts(args.budget, args.initial_samples)

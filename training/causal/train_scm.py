@@ -3,7 +3,7 @@
     python -m training.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
         [--budget 6 --initial_samples 10 --episodes 64 --heldout_episodes 8] [any training.train flag]
 
-writes the SCM's train rows (`--episodes` of them, with the noisy expert's traces the recipe's warm start imitates)
+writes the SCM's train rows (`--episodes` of them, with the expert's traces the recipe's warm start imitates)
 and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.causal.scm_rows`), then runs
 `training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and
 `--environment_factory` is `training.causal.env.CausalEnvAdditive` (the additive surrogate: users' mechanisms are

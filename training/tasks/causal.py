@@ -84,7 +84,7 @@ def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: 
 
 
 def expert_calls(row: dict, epsilon: float = EXPERT_EPSILON) -> list[dict]:
-    """The noisy expert's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
+    """The expert's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
     env = CausalEnv()
     env.reset(**row)
     policy = EpsilonPolicy(BeliefPolicy(), epsilon)
