@@ -45,7 +45,8 @@ RUN_FILE = "workflow_run.json"
 LOG_FILE = "train.log"
 RUN_OUTPUTS = ("metrics.jsonl", "run_summary.json", "reward_curve.png", "adapter_model.safetensors", "eval.jsonl")
 BASE_MODEL_KEYS = ("model_name_or_path", "model_seed", "warm_start_steps", "warm_start_lr", "warm_start_batch_size",
-                   "warm_start_tool_call_rate", "train_file", "environment_factory", "system_prompt_file", "chat_template_kwargs")
+                   "warm_start_tool_call_rate", "train_file", "environment_factory", "system_prompt_file",
+                   "chat_template_kwargs")
 TAIL_LINES = 25
 
 
