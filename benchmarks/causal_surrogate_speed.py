@@ -19,9 +19,9 @@ import time
 import numpy as np
 import torch
 
-from training.causal.env import make_causal_env
-from training.causal.families import random_scm
-from training.tasks.causal import scm_row
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.scm.families import random_scm
+from training.tasks.causal.splits import scm_row
 
 MARK = "<!-- causal_surrogate_speed -->"
 
@@ -46,7 +46,7 @@ def steps_per_second(kind: str, d: int, episodes: int, seed: int) -> float:
 
 def batched_updates_per_second(d: int, group: int, seed: int) -> float:
     """Single-row updates per second when a group's episodes are updated together (`update_many`)."""
-    from training.causal.exact_surrogate import ExactSurrogate, update_many
+    from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, update_many
 
     rng = np.random.default_rng(seed)
     scms = [random_scm("er", d, seed * 100 + e) for e in range(group)]

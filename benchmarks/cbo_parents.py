@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from training.causal.additive_scores import Basis, log_local_scores_rows
-from training.causal.baselines import POLICIES, episode_seed
-from training.causal.env import DEFAULT_INITIAL_SAMPLES, make_causal_env
-from training.causal.exact_surrogate import ExactSurrogate
-from training.causal.scm_rows import load_scm_file
-from training.causal.structure_posterior import parent_log_posterior
-from training.tasks.causal import scm_row
+from training.tasks.causal.surrogates.additive_scores import Basis, log_local_scores_rows
+from training.tasks.causal.baselines import POLICIES, environment_seed
+from training.tasks.causal.env import DEFAULT_INITIAL_SAMPLES, make_causal_env
+from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
+from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior
+from training.tasks.causal.splits import scm_row
 
 CBO = Path(__file__).resolve().parents[1] / "examples" / "scms" / "cbo_toy.yaml"
 
@@ -48,7 +48,7 @@ TOLD = {"told the shapes": Basis(_shapes, np.array([1.0, 1.0])), "told the mecha
 
 def episode_data(policy_name: str, row: dict, k: int):
     env = make_causal_env("additive")()
-    env.reset(**{**row, "seed": episode_seed(row, k)})
+    env.reset(**{**row, "seed": environment_seed(row, k)})
     policy, rng = POLICIES[policy_name](), np.random.default_rng(k)
     while env.record.used < env.record.budget:
         tool, args = policy(env, rng)

@@ -48,7 +48,7 @@ def build_model_dir(out: Path) -> Path:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from training.tiny_qwen3 import build_tokenizer
+    from training.run_setup.tiny_qwen3 import build_tokenizer
 
     tokenizer = build_tokenizer()
     config = Qwen3Config(
@@ -74,8 +74,8 @@ def run_variant(variant: str, model_dir: str, steps: int, out_dir: str) -> dict:
     from datasets import Dataset
     from peft import LoraConfig
 
-    from training.config import StrictGRPOConfig
-    from training.data import load_rows
+    from training.run_setup.config import StrictGRPOConfig
+    from training.run_setup.prompt_datasets import load_rows
     from training.trainer import StrictGRPOTrainer
 
     def length_reward(completions, **kwargs):
@@ -202,7 +202,7 @@ def main() -> None:
         return
 
     cache = Path(os.environ.get("STRICT_GRPO_CACHE", Path.home() / ".cache" / "strict_grpo"))
-    from training.tiny_qwen3 import build_fingerprint
+    from training.run_setup.tiny_qwen3 import build_fingerprint
 
     model_dir = build_model_dir(cache / "models" / f"bench-qwen3-h512-l8-{build_fingerprint()}")
     results = []

@@ -1,5 +1,5 @@
 """How much of the structure reward is the policy's choice, and how much the noise of the rows: the realised entropy
-drop of each call against the expected drop the structure reward pays (training/causal/rewards.py).
+drop of each call against the expected drop the structure reward pays (training/tasks/causal/reward_components.py).
 
 Scripted policies play the first --rows train SCMs once each, with the same episode seed for every policy (as the
 rollouts of one GRPO group share their row's seed): random, a noisy greedy-EIG expert (half its calls random: the
@@ -17,8 +17,8 @@ import math
 
 import numpy as np
 
-from training.causal.baselines import EpsilonPolicy, GreedyEIGPolicy, RandomPolicy, run_policy
-from training.data import load_rows
+from training.tasks.causal.baselines import EpsilonPolicy, GreedyEIGPolicy, RandomPolicy, run_policy
+from training.run_setup.prompt_datasets import load_rows
 
 POLICIES = {"random": RandomPolicy, "noisy expert": lambda: EpsilonPolicy(GreedyEIGPolicy(), 0.5),
             "greedy EIG": GreedyEIGPolicy}

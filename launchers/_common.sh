@@ -33,11 +33,11 @@ parse_launcher_args() {
     esac
 }
 
-# The strict flags in force, exported: the caller's values, and the safe defaults (training/flags.py, their one
-# source) for those unset. `python -m training.flags --export` validates them (exit 2 naming the flag on a bad value).
+# The strict flags in force, exported: the caller's values, and the safe defaults (training/run_setup/flags.py, their one
+# source) for those unset. `python -m training.run_setup.flags --export` validates them (exit 2 naming the flag on a bad value).
 export_strict_flags() {
     local exports
-    if ! exports="$(cd "$REPO_ROOT" && "$PYTHON" -m training.flags --export)"; then
+    if ! exports="$(cd "$REPO_ROOT" && "$PYTHON" -m training.run_setup.flags --export)"; then
         echo "error: refusing to launch with invalid strict flags (see above)" >&2
         exit 2
     fi

@@ -49,7 +49,7 @@ def _train_logs(trainer) -> list[dict]:
 
 def _generation_batch(trainer, n_prompts: int = 2) -> dict:
     from tests.support.tiny_trainer import TASK_TRAIN
-    from training.data import load_rows
+    from training.run_setup.prompt_datasets import load_rows
 
     rows = [dict(r) for r in load_rows(TASK_TRAIN)[:n_prompts] for _ in range(trainer.num_generations)]
     return trainer._generate_and_score_completions(rows)
@@ -59,7 +59,7 @@ def _generation_batch(trainer, n_prompts: int = 2) -> dict:
 
 
 def check_strict_trajectory_keys() -> str:
-    from training.trajectory import TrajectoryKeyError
+    from training.algorithms.trajectory import TrajectoryKeyError
 
     trainer = _trainer("keys")
     batch = _generation_batch(trainer)
@@ -75,7 +75,7 @@ def check_strict_trajectory_keys() -> str:
 
 def check_no_forced_in_rl() -> str:
     from tests.support.tiny_trainer import build_tiny_env_trainer
-    from training.flags import read_flags
+    from training.run_setup.flags import read_flags
 
     default = build_tiny_env_trainer(_workdir("forced_default"), flags=read_flags({}), max_steps=1)
     default.train()
@@ -95,9 +95,9 @@ def check_no_forced_in_rl() -> str:
 
 def check_tool_names_consistent() -> str:
     from tests.support.tiny_trainer import AGENT_PROMPT
-    from training.envs.prompting import render_system_prompt
-    from training.envs.tool_names import ToolNameError, check_tool_names, environment_tool_names
-    from training.envs.workspace import WorkspaceEnv
+    from training.tool_use.system_prompt import render_system_prompt
+    from training.tool_use.tool_names import ToolNameError, check_tool_names, environment_tool_names
+    from training.tasks.workspace.env import WorkspaceEnv
 
     tools = environment_tool_names(WorkspaceEnv)
     prompt = render_system_prompt(AGENT_PROMPT, WorkspaceEnv)
@@ -152,7 +152,7 @@ def nan_reward(completions, **kwargs) -> list[float]:
 
 
 def check_detectors_fire() -> str:
-    from training.health import RunHealthError
+    from training.step.health import RunHealthError
 
     trainer = _trainer("equal", reward_funcs=[constant_reward], max_steps=5, health_patience=3)
     try:
@@ -185,7 +185,7 @@ def check_ratio_on_second_pass() -> str:
 
 
 def check_strict_flags() -> str:
-    from training.flags import FlagError, read_flags
+    from training.run_setup.flags import FlagError, read_flags
 
     defaults = read_flags({})
     expect(defaults.force_rate == 0.0 and defaults.ppo_record_at_sample and defaults.strict_traj_keys,

@@ -24,14 +24,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> str:
-    from training.models import resolve_model_path
+    from training.run_setup.models import resolve_model_path
 
     return resolve_model_path("tiny-qwen3", seed=0)
 
 
 @pytest.fixture(scope="session")
 def task_rows() -> list[dict]:
-    from training.data import load_rows
+    from training.run_setup.prompt_datasets import load_rows
 
     return load_rows("data/larger_number/train.jsonl")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from training.advantages import ESTIMATORS, AdvantageSettings, get_estimator, register
-from training.config import StrictGRPOConfig
+from training.algorithms.advantages import ESTIMATORS, AdvantageSettings, get_estimator, register
+from training.run_setup.config import StrictGRPOConfig
 
 
 def test_grpo_estimator_equals_trls_advantages_on_a_scored_batch(make_trainer, task_rows):

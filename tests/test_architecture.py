@@ -30,9 +30,9 @@ def test_only_the_trainer_overrides_trl_and_each_hook_once():
 
 
 def test_no_other_module_under_training_overrides_a_trl_hook():
-    """Only the plain-TRL baseline (training/plain_trl.py, for comparisons) subclasses GRPOTrainer besides the strict
+    """Only the plain-TRL baseline (training/step/plain_trl.py, for comparisons) subclasses GRPOTrainer besides the strict
     trainer, and it overrides nothing but `__init__` (held-out evaluation and run files around TRL's own step)."""
-    from training.plain_trl import PlainTRLGRPOTrainer
+    from training.step.plain_trl import PlainTRLGRPOTrainer
 
     for path in (ROOT / "training").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -62,3 +62,105 @@ def test_judges_import_nothing_from_training():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not any(n == "training" or n.startswith("training.") for n in names), (path.name, names)
+
+
+# ---- the house around the step: rooms, task folders, no import circles ------------------------------------------------
+TASKS = ROOT / "training" / "tasks"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST):
+    """Every import a module can execute, function-local ones included; `if TYPE_CHECKING:` blocks left out."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            node.body = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in (ROOT / "training").rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        targets = set(_runtime_imports(ast.parse(path.read_text())))
+        graph[name] = {t for t in targets if t in paths and t != name and not name.startswith(t + ".")}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_local_import():
+    tree = ast.parse("import a\ndef f():\n    from b import c\nif TYPE_CHECKING:\n    import d\n")
+    assert set(_runtime_imports(tree)) == {"a", "b", "b.c"}
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_import_graph_under_training_has_no_circles():
+    assert _cycles(_import_graph()) == []
+
+
+def test_generic_code_never_imports_a_task():
+    """Tasks plug in through `training.run_setup.task_plugins` (entry points), never by being imported."""
+    offenders = {
+        name: sorted(t for t in targets if t.startswith("training.tasks."))
+        for name, targets in _import_graph().items() if not name.startswith("training.tasks")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_training_has_few_top_level_modules_and_no_two_modules_share_a_name():
+    top = sorted(p.name for p in (ROOT / "training").glob("*.py"))
+    assert len(top) <= 8, top
+    by_name: dict[str, list[Path]] = {}
+    for path in (ROOT / "training").rglob("*.py"):
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(path)
+    shared = {n: ps for n, ps in by_name.items() if len(ps) > 1}
+    # the same kind of thing for different tasks (tasks/*/rewards.py) is the one exception
+    assert {n: ps for n, ps in shared.items() if any(p.parent.parent != TASKS for p in ps)} == {}
+
+
+def test_every_task_folder_registers_through_the_entry_points():
+    import tomllib
+
+    registered = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["strict_grpo.tasks"]
+    for name, module in registered.items():
+        assert (ROOT / Path(*module.split("."))).with_suffix(".py").exists(), (name, module)
+        assert module.startswith(f"training.tasks.{name}."), (name, module)

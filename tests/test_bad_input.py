@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.run_snapshot import snapshot, write_finished_run
 from training import train
+from training.run_setup import recipe as recipe_setup
 
 RECIPE = Path("recipes/tiny_cpu.yaml")
 CAUSAL_RECIPE = Path("recipes/causal_cpu.yaml")
@@ -42,8 +43,8 @@ def cli_error(monkeypatch, capsys, out: Path, *argv: str, recipe: Path = RECIPE,
     before = snapshot(out) if earlier_run else None
     monkeypatch.setattr(sys, "argv", ["train", "--config", str(recipe), "--output_dir", str(out), *extra, *argv])
     monkeypatch.setattr(train, "StrictGRPOTrainer", lambda *a, **k: pytest.fail("bad input reached the trainer"))
-    monkeypatch.setattr(train, "supervised_warm_start", lambda *a, **k: pytest.fail("bad input reached the warm start"))
-    monkeypatch.setattr(train, "trace_warm_start", lambda *a, **k: pytest.fail("bad input reached the warm start"))
+    monkeypatch.setattr(recipe_setup, "supervised_warm_start", lambda *a, **k: pytest.fail("bad input reached the warm start"))
+    monkeypatch.setattr(recipe_setup, "trace_warm_start", lambda *a, **k: pytest.fail("bad input reached the warm start"))
     with pytest.raises(SystemExit) as exit_info:
         train.cli()
     assert exit_info.value.code == 2
@@ -110,9 +111,9 @@ def test_negative_warm_start_steps_is_named(tmp_path, monkeypatch, capsys):
 
 
 def test_scalar_reward_funcs_is_named_as_a_whole(tmp_path, monkeypatch, capsys):
-    recipe = recipe_with(tmp_path, reward_funcs="training.rewards.exact_answer_reward")
+    recipe = recipe_with(tmp_path, reward_funcs="training.tasks.larger_number.rewards.exact_answer_reward")
     line = cli_error(monkeypatch, capsys, tmp_path / "o", recipe=recipe)
-    assert "reward_funcs='training.rewards.exact_answer_reward' must be a list" in line
+    assert "reward_funcs='training.tasks.larger_number.rewards.exact_answer_reward' must be a list" in line
     assert "'t'" not in line
 
 
@@ -169,7 +170,7 @@ def test_read_only_output_dir_is_named(tmp_path, monkeypatch, capsys):
 
 
 def test_full_disk_is_said_before_any_work(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(train, "free_bytes", lambda path: 3 * 2**20)
+    monkeypatch.setattr(recipe_setup, "free_bytes", lambda path: 3 * 2**20)
     line = cli_error(monkeypatch, capsys, tmp_path / "o")
     assert line.startswith("error: disk full") and str(tmp_path / "o") in line
 
@@ -254,14 +255,14 @@ MODULES = {
 
 @pytest.mark.parametrize("key, path, named", [
     ("--reward_funcs", "nosuchmodule.reward", "reward_funcs entry 'nosuchmodule.reward' cannot be imported"),
-    ("--reward_funcs", "training.rewards.no_such_reward", "module 'training.rewards' has no 'no_such_reward'"),
+    ("--reward_funcs", "training.tasks.larger_number.rewards.no_such_reward", "module 'training.tasks.larger_number.rewards' has no 'no_such_reward'"),
     ("--reward_funcs", "justaname", "reward_funcs entry 'justaname' is not a registered reward name nor a dotted path"),
     ("--reward_funcs", "optimisation", "'optimisation' is not a registered reward name (did you mean optimization?)"),
     ("--reward_funcs", "raises_at_import.score",
      "importing module 'raises_at_import' raised RuntimeError: the scorer needs a GPU"),
     ("--reward_funcs", "not_callable.score", "reward_funcs entry 'not_callable.score' is a int, not a callable"),
     ("--environment_factory", "nosuchenv.Env", "environment_factory 'nosuchenv.Env' cannot be imported"),
-    ("--environment_factory", "training.causal.env.NoSuchEnv", "module 'training.causal.env' has no 'NoSuchEnv'"),
+    ("--environment_factory", "training.tasks.causal.env.NoSuchEnv", "module 'training.tasks.causal.env' has no 'NoSuchEnv'"),
     ("--environment_factory", "raises_at_import.Env",
      "importing module 'raises_at_import' raised RuntimeError: the scorer needs a GPU"),
     ("--environment_factory", "not_callable.Env", "environment_factory 'not_callable.Env' is not an importable"),

@@ -1,5 +1,5 @@
 """A checkpoint counts only once complete: kills inside a save, full disks and finished runs resume with nothing lost
-and no hand cleanup (training/checkpoints.py, training/run_record.py, the metrics.jsonl history)."""
+and no hand cleanup (training/outputs/checkpoints.py, training/outputs/run_record.py, the metrics.jsonl history)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training import checkpoints, train
-from training.callbacks import keep_metrics_up_to
-from training.checkpoints import MARKER, mark_complete, prepare_resume, rotate
-from training.run_record import INTERRUPTED, RunRecord
+from training.outputs import checkpoints
+
+from training import train
+from training.step.callbacks import keep_metrics_up_to
+from training.outputs.checkpoints import MARKER, mark_complete, prepare_resume, rotate
+from training.outputs.run_record import INTERRUPTED, RunRecord
 
 RECIPE = "recipes/tiny_cpu.yaml"
 # Small and fast, but learning: the length reward has spread even for the untrained model.
@@ -56,7 +58,7 @@ def test_resume_takes_the_newest_complete_checkpoint_and_sets_the_others_aside(t
     (out / "checkpoint-4" / "optimizer.pt").write_bytes(b"")  # torn after it was completed: e.g. a disk error
     fake_checkpoint(out, 6, complete=False)  # killed while written
     (out / "checkpoint-8").mkdir()  # killed as the directory appeared
-    with caplog.at_level(logging.INFO, logger="training.checkpoints"):
+    with caplog.at_level(logging.INFO, logger="training.outputs.checkpoints"):
         assert prepare_resume(out) == out / "checkpoint-2"
     assert sorted(p.name for p in (out / "incomplete").iterdir()) == ["checkpoint-4", "checkpoint-6", "checkpoint-8"]
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-2"]
@@ -67,7 +69,7 @@ def test_resume_takes_the_newest_complete_checkpoint_and_sets_the_others_aside(t
 
 def test_no_complete_checkpoint_means_from_scratch(tmp_path, caplog):
     fake_checkpoint(tmp_path, 2, complete=False)
-    with caplog.at_level(logging.INFO, logger="training.checkpoints"):
+    with caplog.at_level(logging.INFO, logger="training.outputs.checkpoints"):
         assert prepare_resume(tmp_path) is None
     assert "starting from scratch" in caplog.text and (tmp_path / "incomplete" / "checkpoint-2").is_dir()
 

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from training.compare import ComparisonError, main
-from training.episodes import Episode, episode_seed, write_episodes
-from training.stats import compare_paired
+from training.evaluation.episodes import Episode, episode_seed, write_episodes
+from training.analysis.stats import compare_paired
 
 ROWS, SAMPLES = 100, 2
 
@@ -159,3 +159,28 @@ def test_cli_names_a_directory_without_episodes(tmp_path, base):
     proc = subprocess.run([sys.executable, "-m", "training.compare", str(write_run(tmp_path / "a", base)),
                            str(tmp_path / "empty")], capture_output=True, text=True, cwd=tmp_path.parent, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(f"error: {tmp_path / 'empty'}")
+
+
+def test_a_task_metric_is_compared_in_its_own_direction(tmp_path, base):
+    """The causal task's regret: lower is better. A model with lower regret is ranked first and called better, the
+    score beside it compared too, each with its own Holm family."""
+    rng = np.random.default_rng(3)
+    dirs = []
+    for name, shift in (("base", 0.0), ("lower", -0.1)):
+        regret = base + shift + rng.normal(0, 0.05, base.size)
+        ids = [(r, s) for r in range(ROWS) for s in range(SAMPLES)]
+        episodes = [Episode(r, s, episode_seed(0, r, s), 0.5, metrics={"regret": float(x)})
+                    for (r, s), x in zip(ids, regret, strict=True)]
+        write_episodes(tmp_path / name, episodes, {"metric_directions": {"score": "higher", "regret": "lower"}})
+        dirs.append(str(tmp_path / name))
+    result = main([*dirs, "--out", str(tmp_path / "cmp"), "--baseline", "base"])
+    assert result["metric"] == "score" and set(result["by_metric"]) == {"regret"}
+    regret = result["by_metric"]["regret"]
+    (pair,) = regret["pairwise"]
+    assert regret["better"] == "lower" and regret["ranking"] == ["lower", "base"]
+    assert pair["significant"] and pair["mean_diff"] < 0
+    assert pair["verdict"] == "lower better than base (lower is better)"
+    only = main([*dirs, "--out", str(tmp_path / "cmp2"), "--metric", "regret"])
+    assert only["metric"] == "regret" and only["by_metric"] == {}
+    with pytest.raises(ComparisonError, match="not a metric of every run"):
+        main([*dirs, "--out", str(tmp_path / "cmp3"), "--metric", "parent_f1"])

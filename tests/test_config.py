@@ -1,6 +1,6 @@
 """StrictGRPOConfig's own defaults."""
 
-from training.config import StrictGRPOConfig
+from training.run_setup.config import StrictGRPOConfig
 
 
 def test_cpu_runs_default_to_fp32_and_explicit_bf16_is_kept(tmp_path):

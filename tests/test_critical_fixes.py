@@ -2,10 +2,10 @@
 
 import pytest
 
-import training.envs.tool_names
+import training.tool_use.tool_names
 import training.features.reference
-import training.flags
-import training.health
+import training.run_setup.flags
+import training.step.health
 import training.trainer
 from scripts import critical_fixes
 from tests.support.reverts import recompute_old_logps_at_loss_time
@@ -39,13 +39,13 @@ def _reverts():
     return [
         ("strict_trajectory_keys", (training.trainer, "check_generation_batch"), lambda *a, **k: None),
         ("no_forced_samples_in_rl", (Forcing, "mark"), _forced_rows_left_in_the_loss),
-        ("tool_names_consistent", (training.envs.tool_names, "check_tool_names"), lambda *a, **k: None),
+        ("tool_names_consistent", (training.tool_use.tool_names, "check_tool_names"), lambda *a, **k: None),
         ("value_head_trains", (ValueHeadFeature, "add_to_optimizer"), lambda self, optimizer: None),
         ("reference_sync_zero_diffs", (training.features.reference, "sync_reference"), lambda pairs, alpha: None),
-        ("detectors_fire_on_broken_runs", (training.health, "detect"),
-         lambda logs, reuse_pass: {name: False for name in training.health.ADVICE}),
+        ("detectors_fire_on_broken_runs", (training.step.health, "detect"),
+         lambda logs, reuse_pass: {name: False for name in training.step.health.ADVICE}),
         ("sample_time_ratio_second_pass", (StrictGRPOTrainer, "_compute_loss"), recompute_old_logps_at_loss_time),
-        ("strict_flags_validated", (training.flags, "_float_flag"), lambda name, raw, low, high: float(raw)),
+        ("strict_flags_validated", (training.run_setup.flags, "_float_flag"), lambda name, raw, low, high: float(raw)),
     ]  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.diagnostics import timed
+from training.step.diagnostics import timed
 
 
 def test_an_error_in_the_timed_block_is_the_one_raised_with_a_plain_dict():

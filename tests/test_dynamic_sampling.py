@@ -7,7 +7,7 @@ import torch
 
 from training.features.dynamic_sampling import select_rows, signal_groups
 from training.features.zero_std_watch import next_streak
-from training.rewards import completion_text
+from training.tasks.larger_number.rewards import completion_text
 
 
 def odd_answers_only_reward(completions, answer, **kwargs):

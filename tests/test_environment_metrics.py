@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from training.envs.workspace import WorkspaceEnv
+from training.tasks.workspace.env import WorkspaceEnv
 from training.features.environment_metrics import EnvironmentMetrics
-from training.report import read_metrics
+from training.outputs.run_summary import read_metrics
 
 
 class CountingEnv(WorkspaceEnv):

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from training.compare import compare
-from training.episodes import read_episodes, summarize
-from training.eval_spec import EvalSpecError
+from training.evaluation.episodes import read_episodes, summarize
+from training.evaluation.spec import EvalSpecError
 from training.evaluate import main
-from training.runs import load_run
+from training.analysis.compared_runs import load_run
 
 
 def test_a_run_reevaluated_reproduces_its_training_episodes(launched_cpu_run, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from training.features.forcing import ForcedSampleInRLError, assisting, choose_forced, forced_tool_call_text
-from training.flags import read_flags
+from training.run_setup.flags import read_flags
 
 
 def test_schedule_assists_only_during_warmup_and_only_with_a_rate():

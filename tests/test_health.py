@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from training.health import RunHealthError, detect
+from training.step.health import RunHealthError, detect
 
 
 def test_detectors_on_logs():
@@ -81,7 +81,7 @@ def test_grad_spike_is_k_times_the_median_of_recent_finite_nonzero_norms_after_a
 def test_streaks_and_grad_norms_are_rebuilt_from_the_checkpoint_history_on_resume():
     from types import SimpleNamespace
 
-    from training.health import HealthMonitorCallback
+    from training.step.health import HealthMonitorCallback
 
     callback = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
     history = [{"loss": 0.0, "grad_norm": 1.0, "health/zero_loss": 1.0}] * 2 + [{"train_runtime": 1.0}]
@@ -116,7 +116,7 @@ def test_nan_loss_is_logged_as_it_is_and_counted(make_trainer, tmp_path):
 def test_nan_gradient_stops_a_strict_run_before_the_update_with_a_checkpoint(make_trainer, tmp_path):
     from safetensors.torch import load_file
 
-    from training.checkpoints import incompleteness, train_saving_on_stop
+    from training.outputs.checkpoints import incompleteness, train_saving_on_stop
 
     trainer = make_trainer(max_steps=4, save_strategy="steps", save_steps=100)
     nan_forward_from_step(trainer, 2)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from training.heldout_change import changes, paired_change, row_means
+from training.evaluation.heldout_change import changes, paired_change, row_means
 
 
 def test_row_means_average_each_rows_episodes_and_leave_out_unscorable_ones():

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from tests.support.launched_run import ARG_TOKEN, ENV_TOKEN
-from training import hub
-from training.hub import HubPushError, PushRequest, RunInfo
+from training.outputs import hub
+from training.outputs.hub import HubPushError, PushRequest, RunInfo
 
 EXPECTED_FILES = {
     "README.md", "adapter_config.json", "adapter_model.safetensors", "chat_template.jinja", "metrics.jsonl",
@@ -137,7 +137,7 @@ def test_real_push_uploads_the_staged_folder_through_hfapi(dry_run, monkeypatch)
 
 
 def test_take_push_request_strips_push_and_token_from_trainer_args(tmp_path):
-    from training.config import StrictGRPOConfig
+    from training.run_setup.config import StrictGRPOConfig
 
     args = StrictGRPOConfig(output_dir=str(tmp_path), use_cpu=True, push_to_hub=True, hub_model_id="me/x",
                             hub_token=ARG_TOKEN, report_to="none")  # fmt: skip
@@ -190,7 +190,7 @@ def test_push_without_repo_is_refused_before_training(tmp_path, monkeypatch, cap
 def test_upload_names_no_path_of_the_training_machine(dry_run):
     """Home, output, push, cache and working directories appear in no staged file (any file type); the base model
     is named as the locally built tiny Qwen3."""
-    from training.models import cache_root
+    from training.run_setup.models import cache_root
 
     out, push = dry_run["out"].resolve(), dry_run["push"].resolve()
     local = {str(Path.home()), str(out), str(push), str(cache_root().resolve()), str(Path.cwd()), str(out.parent)}
@@ -221,7 +221,7 @@ def test_token_without_a_push_is_never_written(tmp_path):
 
 def test_output_dir_card_names_the_base_model_without_paths(dry_run):
     """TRL's card in output_dir said "fine-tuned version of [None]" and PEFT's named the cache directory."""
-    from training.models import cache_root
+    from training.run_setup.models import cache_root
 
     card = (dry_run["out"] / "README.md").read_text()
     assert "[None]" not in card and str(cache_root().resolve()) not in card

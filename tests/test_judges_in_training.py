@@ -7,8 +7,8 @@ import pytest
 
 from judges import factories
 from judges.adapter import JudgeFailureRateError
-from training.flags import read_flags
-from training.rewards import completion_text
+from training.run_setup.flags import read_flags
+from training.tasks.larger_number.rewards import completion_text
 
 
 def _metrics(trainer):
@@ -112,7 +112,7 @@ def test_embedding_judge_recipe_parses_and_names_judges():
 
     script_args, training_args, _ = parse_args(["--config", "recipes/tiny_cpu_embedding_judge.yaml"])
     rewards = [import_reward(name) for name in script_args.reward_funcs]
-    from training.rewards import answer_format_reward, exact_answer_reward
+    from training.tasks.larger_number.rewards import answer_format_reward, exact_answer_reward
 
     assert rewards == [factories.embedding_judge_reward, exact_answer_reward, answer_format_reward]
     assert training_args.reward_weights == [0.5, 0.5, 0.5]

@@ -25,16 +25,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.checkpoints import MARKER, TEST_KILL_ENV, incompleteness
-from training.fault_injection import TEST_FAULT_ENV
-from training.run_record import INTERRUPTED
+from training.outputs.checkpoints import MARKER, TEST_KILL_ENV, incompleteness
+from training.outputs.fault_injection import TEST_FAULT_ENV
+from training.outputs.run_record import INTERRUPTED
 
 pytestmark = pytest.mark.slow
 
 KILLS = 20
 MAX_STEPS = 12
 ARGS = ["--config", "recipes/tiny_cpu.yaml", "--warm_start_steps", "20",
-        "--reward_funcs", "tests.support.tiny_trainer.length_reward", "training.rewards.exact_answer_reward",
+        "--reward_funcs", "tests.support.tiny_trainer.length_reward", "training.tasks.larger_number.rewards.exact_answer_reward",
         "--reward_weights", "0.05", "1.0", "--per_device_train_batch_size", "16", "--num_generations", "4",
         "--max_completion_length", "12", "--max_steps", str(MAX_STEPS), "--save_steps", "2", "--save_total_limit", "1",
         "--heldout_max_samples", "8", "--heldout_samples_per_prompt", "2", "--heldout_eval_steps", "4",

@@ -37,16 +37,16 @@ def launcher(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     return run(["bash", str(REPO / "launchers" / name), *args], **env)
 
 
-# ---- strict flags, via python -m training.flags -----------------------------------------------------------------
+# ---- strict flags, via python -m training.run_setup.flags -----------------------------------------------------------------
 def test_flags_module_prints_safe_defaults():
-    proc = run([sys.executable, "-m", "training.flags"])
+    proc = run([sys.executable, "-m", "training.run_setup.flags"])
     assert proc.returncode == 0, proc.stderr
     assert dict(line.split("=", 1) for line in proc.stdout.split()) == SAFE
 
 
 @pytest.mark.parametrize(("flag", "value"), BAD_VALUES)
 def test_flags_module_refuses_bad_value_naming_flag(flag, value):
-    proc = run([sys.executable, "-m", "training.flags"], **{flag: value})
+    proc = run([sys.executable, "-m", "training.run_setup.flags"], **{flag: value})
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {flag}=")
     assert proc.stdout == ""
@@ -174,14 +174,14 @@ def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
 
 
 def test_the_launchers_export_what_training_flags_prints_with_one_source_of_defaults():
-    """The safe defaults live in training/flags.py alone: the launchers evaluate `python -m training.flags --export`
+    """The safe defaults live in training/run_setup/flags.py alone: the launchers evaluate `python -m training.run_setup.flags --export`
     and the workflow runner gives its runs the same mapping."""
     from types import SimpleNamespace
 
-    from training.flags import DEFAULTS
+    from training.run_setup.flags import DEFAULTS
     from training.workflow import run_env
 
-    script = 'eval "$("$PYTHON" -m training.flags --export)"; env'
+    script = 'eval "$("$PYTHON" -m training.run_setup.flags --export)"; env'
     proc = run(["bash", "-c", script], FORCE_RATE="0.25")
     assert proc.returncode == 0, proc.stderr
     exported = dict(line.split("=", 1) for line in proc.stdout.splitlines() if line.split("=", 1)[0] in DEFAULTS)

@@ -4,16 +4,16 @@ from collections import Counter
 
 import pytest
 
-from training.envs.evaluation import environment_tools
-from training.envs.tool_calls import (
+from training.evaluation.tool_episodes import environment_tools
+from training.tool_use.tool_calls import (
     INVALID_TOOL_CALL,
     EpisodeTools,
     ToolCallError,
     check_tool_calls,
     malformed_metric,
 )
-from training.envs.workspace import WorkspaceEnv
-from training.flags import read_flags
+from training.tasks.workspace.env import WorkspaceEnv
+from training.run_setup.flags import read_flags
 
 KNOWN = sorted(environment_tools(WorkspaceEnv()))
 

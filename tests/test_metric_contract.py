@@ -1,4 +1,4 @@
-"""The metric-name contract (training/metrics.py) is what a run logs: a smoke run with every feature on carries every
+"""The metric-name contract (training/step/metric_names.py) is what a run logs: a smoke run with every feature on carries every
 non-causal name in `metrics.jsonl`, and docs/architecture.md lists the same names."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from judges.factories import exact_match_reward
 from tests.support.tiny_trainer import length_reward
-from training.metrics import CONTRACT
-from training.report import read_metrics
+from training.step.metric_names import CONTRACT
+from training.outputs.run_summary import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 

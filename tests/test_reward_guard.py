@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.tiny_trainer import length_reward
 from training.features.reward_checks import NonFiniteRewardError
-from training.report import read_metrics
+from training.outputs.run_summary import read_metrics
 
 
 def inf_on_first_row(completions, **kwargs) -> list[float]:

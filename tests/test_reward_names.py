@@ -3,8 +3,8 @@
 import pytest
 import yaml
 
-from training.causal import reward_funcs
-from training.reward_names import UnknownRewardName, dotted_path, registered
+from training.tasks.causal import reward_funcs
+from training.run_setup.reward_names import UnknownRewardName, dotted_path, registered
 from training.train import import_reward
 
 
@@ -23,6 +23,6 @@ def test_the_causal_recipe_names_its_four_components_by_short_name():
 
 
 def test_dotted_paths_pass_through_and_unknown_names_are_refused_with_the_known_ones():
-    assert dotted_path("training.rewards.exact_answer_reward") == "training.rewards.exact_answer_reward"
+    assert dotted_path("training.tasks.larger_number.rewards.exact_answer_reward") == "training.tasks.larger_number.rewards.exact_answer_reward"
     with pytest.raises(UnknownRewardName, match=r"did you mean structure\?.*registered: .*exploration"):
         dotted_path("structur")

@@ -1,5 +1,5 @@
 """Plain reward functions that raise: retried, then NaN and counted (`rewards/<name>/errors`), or, under the strict
-flag, a stop that names the function and the exception after saving a checkpoint (training/reward_retry.py)."""
+flag, a stop that names the function and the exception after saving a checkpoint (training/step/reward_retry.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 
 from judges.adapter import JudgeReward
 from training import train
-from training.checkpoints import incompleteness, train_saving_on_stop
-from training.reward_retry import RetryingReward, RewardFunctionError, with_retries
+from training.outputs.checkpoints import incompleteness, train_saving_on_stop
+from training.step.reward_retry import RetryingReward, RewardFunctionError, with_retries
 from tests.support.tiny_trainer import length_reward
 
 

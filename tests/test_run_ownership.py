@@ -1,7 +1,7 @@
 """A run owns its directory (one writer at a time, no stale temporaries, the final evaluation recorded with its
 history, full disks named, checkpoints verified by content) and its recipe (compared on resume: fixed fields
-refused, others refused unless accepted, accepted ones really applied). training/run_lock.py,
-training/run_recipe.py, training/atomic.py, training/checkpoints.py, training/fault_injection.py."""
+refused, others refused unless accepted, accepted ones really applied). training/outputs/run_lock.py,
+training/run_setup/run_recipe.py, training/outputs/atomic.py, training/outputs/checkpoints.py, training/outputs/fault_injection.py."""
 
 from __future__ import annotations
 
@@ -22,14 +22,16 @@ import torch
 from safetensors.torch import load_file
 from transformers.trainer_callback import TrainerState
 
-from training import atomic, train
-from training.atomic import atomic_write_text
-from training.callbacks import MetricsJsonlCallback
-from training.checkpoints import incompleteness, mark_complete, prepare_resume
-from training.fault_injection import TEST_FAULT_ENV
-from training.run_lock import OutputDirInUseError, holding_output_dir
-from training.run_recipe import ApplyRecipeOnResume, RecipeChangeError, attempt_recipe, check_resume_recipe
-from training.run_record import RunRecord
+from training.outputs import atomic
+
+from training import train
+from training.outputs.atomic import atomic_write_text
+from training.step.callbacks import MetricsJsonlCallback
+from training.outputs.checkpoints import incompleteness, mark_complete, prepare_resume
+from training.outputs.fault_injection import TEST_FAULT_ENV
+from training.outputs.run_lock import OutputDirInUseError, holding_output_dir
+from training.run_setup.run_recipe import ApplyRecipeOnResume, RecipeChangeError, attempt_recipe, check_resume_recipe
+from training.outputs.run_record import RunRecord
 
 RECIPE = "recipes/tiny_cpu.yaml"
 TINY = ["--warm_start_steps", "0", "--reward_funcs", "tests.support.tiny_trainer.length_reward", "--reward_weights", "1.0",
@@ -122,7 +124,7 @@ def test_a_killed_holder_leaves_no_lock_behind(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from training.run_lock import holding_output_dir
+            from training.outputs.run_lock import holding_output_dir
             with holding_output_dir({str(tmp_path)!r}):
                 print("held", flush=True)
                 time.sleep(120)
@@ -181,7 +183,7 @@ def test_a_checkpoint_with_flipped_bytes_is_set_aside_as_corrupt(tmp_path, caplo
     data[100] ^= 0xFF
     optimizer.write_bytes(bytes(data))  # same size: only the content tells
     assert "optimizer.pt is corrupt" in incompleteness(tmp_path / "checkpoint-4")
-    with caplog.at_level(logging.INFO, logger="training.checkpoints"):
+    with caplog.at_level(logging.INFO, logger="training.outputs.checkpoints"):
         assert prepare_resume(tmp_path) == tmp_path / "checkpoint-2"
     assert (tmp_path / "incomplete" / "checkpoint-4").is_dir()
     assert "checkpoint-4 (optimizer.pt is corrupt" in caplog.text

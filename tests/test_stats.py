@@ -1,13 +1,13 @@
-"""training/stats.py against results published independently of this code: R's documented output on Student's sleep
+"""training/analysis/stats.py against results published independently of this code: R's documented output on Student's sleep
 data, the effectsize package's d_z interval, Field's bushtucker repeated-measures ANOVA, the SciPy docs' Friedman
 example, and Holm's procedure worked by hand."""
 
 import numpy as np
 import pytest
 
-from training.convergence import convergence_step, moving_average
-from training.episodes import t_interval
-from training.stats import cohens_dz, compare_paired, holm, omnibus, paired_t, shapiro_p, wilcoxon_signed_rank
+from training.analysis.convergence import convergence_step, moving_average
+from training.evaluation.episodes import t_interval
+from training.analysis.stats import cohens_dz, compare_paired, holm, omnibus, paired_t, shapiro_p, wilcoxon_signed_rank
 
 # Student (1908) via R's `sleep` data set: extra sleep (hours) of 10 patients under two drugs.
 SLEEP_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
@@ -102,3 +102,12 @@ def test_convergence_step_is_where_the_moving_average_enters_the_band_for_good()
     assert convergence_step(history, window=3, band=0.05).step == 60
     assert convergence_step(history, window=3, band=0.35).step == 20  # MA .467 is the first within .35
     assert convergence_step([], window=3).step is None
+
+
+def test_welch_is_none_where_it_is_undefined_and_a_test_where_it_is_not():
+    from training.analysis.stats import welch_t
+
+    assert welch_t([0.0, 0.0, 0.0], [0.0, 0.0]) is None  # constant per-seed means: no variance, no test (not NaN)
+    assert welch_t([0.1], [0.2, 0.3]) is None
+    t, p = welch_t([0.1, 0.2, 0.15], [0.5, 0.6, 0.55])
+    assert t < 0 and 0 < p < 0.05

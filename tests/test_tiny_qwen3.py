@@ -6,9 +6,9 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl.chat_template_utils import add_response_schema
 
-import training.tiny_qwen3 as tiny_qwen3
-from training.models import resolve_model_path
-from training.tiny_qwen3 import MARKUP_TOKENS, SPECIAL_TOKENS, write_tiny_qwen3
+import training.run_setup.tiny_qwen3 as tiny_qwen3
+from training.run_setup.models import resolve_model_path
+from training.run_setup.tiny_qwen3 import MARKUP_TOKENS, SPECIAL_TOKENS, write_tiny_qwen3
 
 
 def test_same_seed_gives_byte_identical_files(tmp_path):
@@ -103,7 +103,7 @@ def test_trl_parses_tool_calls_from_generated_ids(tiny_model_dir):
 
 @pytest.mark.parametrize("bad", ["./no/such/dir", "not a model"])
 def test_missing_model_path_is_named(bad):
-    from training.models import resolve_model_path
+    from training.run_setup.models import resolve_model_path
 
     with pytest.raises(FileNotFoundError, match=bad.replace(".", r"\.")):
         resolve_model_path(bad)

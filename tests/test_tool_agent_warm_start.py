@@ -7,13 +7,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import training.warm_start_tools as warm_start_tools
-from training.data import load_rows
-from training.envs.evaluation import environment_success
-from training.envs.prompting import render_system_prompt, with_system_prompt
-from training.envs.workspace import WorkspaceEnv
-from training.tasks.workspace import CHANNELS, TEXTS, TITLES
-from training.warm_start_tools import encode_trace, sampling_chat_template, trace_warm_start
+import training.run_setup.warm_start_tools as warm_start_tools
+from training.run_setup.prompt_datasets import load_rows
+from training.evaluation.tool_episodes import environment_success
+from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
+from training.tasks.workspace.env import WorkspaceEnv
+from training.tasks.workspace.splits import CHANNELS, TEXTS, TITLES
+from training.run_setup.warm_start_tools import encode_trace, sampling_chat_template, trace_warm_start
 
 NO_THINKING = {"enable_thinking": False}
 
@@ -147,7 +147,7 @@ def test_sampled_heldout_success_averages_over_episodes_and_is_reproducible(tiny
 def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, monkeypatch):
     from collections import Counter
 
-    import training.heldout as heldout
+    import training.evaluation.trainer_heldout as heldout
     from tests.support.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
 
     trainer = build_tiny_env_trainer(str(tmp_path / "out"), heldout_samples_per_prompt=3, temperature=0.9)

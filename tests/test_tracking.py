@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.support.tracker_readers import trackio_run, wandb_offline_run
-from training.metrics import CONTRACT
+from training.step.metric_names import CONTRACT
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from training.data import DatasetError
+from training.run_setup.prompt_datasets import DatasetError
 from training.train import RecipeError, main
 
 RECIPE = "recipes/tiny_cpu.yaml"

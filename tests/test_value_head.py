@@ -129,7 +129,7 @@ def test_kl_penalty_in_the_gae_rewards_reads_the_reference_log_probs(make_traine
     trainer.train()
     batch = seen[1]  # step 2: the policy has moved away from the reference, so the penalty is non-zero
     assert "ref_per_token_logps" in batch
-    from training.value import gae, sequence_reward_to_tokens
+    from training.algorithms.value import gae, sequence_reward_to_tokens
 
     mask = batch["completion_mask"].float()
     rewards = sequence_reward_to_tokens(batch["sequence_rewards"], mask)

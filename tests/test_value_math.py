@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from training.value import (
+from training.algorithms.value import (
     clipped_value_loss,
     explained_variance,
     gae,

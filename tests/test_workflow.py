@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from training.workflow import cell_command, cell_state, main, write_cell_files
-from training.workflow_spec import WorkflowError, load_workflow
+from training.sweeps.workflow_spec import WorkflowError, load_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,6 +85,9 @@ def test_state_decides_skip_resume_or_restart_and_the_command_follows(tmp_path):
     cmd = cell_command(wf, cell, "fresh", threads=3)
     assert cmd[1:3] == ["launch", "--config_file"] and "--num_cpu_threads_per_process" in cmd
     assert cmd[cmd.index("--config") + 1] == str(cell.run_dir / "recipe.yaml")
+    # runs side by side each get their own rendezvous port (two on accelerate's default 29500: EADDRINUSE)
+    ported = cell_command(wf, cell, "fresh", port=31234)
+    assert ported[ported.index("--main_process_port") + 1] == "31234" and "--main_process_port" not in cmd
     assert yaml.safe_load((cell.run_dir / "recipe.yaml").read_text()) == cell.recipe
     (cell.run_dir / "run_summary.json").write_text(json.dumps({"global_step": 3, "stopped_reason": "max_wall_time"}))
     assert cell_state(cell) == "resume"  # stopped by the wall-time guard before max_steps: continue it
@@ -103,7 +106,7 @@ TINY = {"warm_start_steps": 0, "max_steps": 2, "save_steps": 1, "per_device_trai
 @pytest.mark.slow
 def test_a_killed_workflow_restarts_without_redoing_finished_runs_and_reports_failures(tmp_path):
     path = write_workflow(tmp_path, overrides=TINY, variants={
-        "grpo": {}, "broken": {"seeds": [0], "overrides": {"reward_funcs": ["training.rewards.no_such_reward"]}},
+        "grpo": {}, "broken": {"seeds": [0], "overrides": {"reward_funcs": ["training.tasks.larger_number.rewards.no_such_reward"]}},
         "base": {"evaluate_only": True}}, compare={"baseline": "base"})
     out = tmp_path / "wf" / "runs"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -152,7 +155,7 @@ def test_a_killed_workflow_restarts_without_redoing_finished_runs_and_reports_fa
 
 @pytest.mark.parametrize("name", ["bundled_task", "lr_sweep"])
 def test_shipped_workflows_expand_to_runs_training_accepts(name):
-    from training.workflow_spec import check_recipe_keys
+    from training.sweeps.workflow_spec import check_recipe_keys
 
     wf = load_workflow(REPO / "workflows" / f"{name}.yaml")
     check_recipe_keys(wf)

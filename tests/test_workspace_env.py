@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from training.data import load_rows
-from training.envs.prompting import render_system_prompt, tool_schemas
-from training.envs.tool_names import ToolNameError, check_tool_names, environment_tool_names
-from training.envs.workspace import GoalError, WorkspaceEnv
+from training.run_setup.prompt_datasets import load_rows
+from training.tool_use.system_prompt import render_system_prompt, tool_schemas
+from training.tool_use.tool_names import ToolNameError, check_tool_names, environment_tool_names
+from training.tasks.workspace.env import GoalError, WorkspaceEnv
 
 TOOLS = ["create_ticket", "list_channels", "read_channel", "search_messages", "send_slack_message"]
 
@@ -112,7 +112,7 @@ def test_misspelled_tool_in_prompt_stops_the_run(tmp_path, monkeypatch):
 
 
 def test_reference_tool_call_reward_needs_a_well_formed_call_to_the_right_tool():
-    from training.envs.rewards import reference_tool_call_reward
+    from training.tasks.workspace.rewards import reference_tool_call_reward
 
     ref = json.dumps([{"name": "send_slack_message", "arguments": {"channel": "eng", "text": "x"}}])
 

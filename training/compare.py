@@ -1,9 +1,9 @@
 """Compare models evaluated on the same held-out episodes: is one better, is the difference real, which is best.
 
-    python -m training.compare RUN_OR_EVAL_DIR... [--out DIR] [--baseline GROUP] [--alpha 0.05]
+    python -m training.compare RUN_OR_EVAL_DIR... [--out DIR] [--baseline GROUP] [--alpha 0.05] [--metric NAME]
 
-Each directory holds an `eval.jsonl` (training/episodes.py); `NAME=DIR` names it in the report. Runs that share a
-configuration and differ by seed are one model (a group, training/runs.py): its score on an episode is the mean of
+Each directory holds an `eval.jsonl` (training/evaluation/episodes.py); `NAME=DIR` names it in the report. Runs that share a
+configuration and differ by seed are one model (a group, training/analysis/compared_runs.py): its score on an episode is the mean of
 its runs' scores on that episode, so the tests below treat the trained runs as given and the episodes as the sample;
 the seed-to-seed spread is reported beside them (per-run means, Welch's t on them), the honest measure of training
 noise.
@@ -12,9 +12,14 @@ Episodes are matched by id (row, sample) and must carry the same seed in every r
 seed that differs, is an error naming them. Episodes unscorable in any run are left out of every test and counted.
 The unit of replication is the row (a prompt, an SCM): the samples of one row share it and are not independent, so
 every mean, interval and test is over per-row means of the scorable episodes (n = rows, not episodes).
-Tests (training/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
+Metrics: the episode `score` (the weighted reward, or the goal checker's), and any per-episode metric the task
+records (`Episode.metrics`; the causal task's final regret, parent F1 and information gain), each in the direction
+the task's evaluation wrote into `eval_summary.json` (`metric_directions`: regret lower is better). By default every
+metric with a direction in all the runs is compared, `score` first; `--metric NAME` (repeatable) picks. Each metric
+gets its own tests, Holm-corrected within the metric.
+Tests (training/analysis/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
 paired t-tests or Wilcoxon signed-rank tests with Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
-the convergence step of each run (training/convergence.py). Writes `comparison.json`, `comparison.md`,
+the convergence step of each run (training/analysis/convergence.py). Writes `comparison.json`, `comparison.md`,
 `score_distributions.png` and `reward_curves.png` into `--out`.
 """
 
@@ -28,12 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from training.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
-from training.episodes import t_interval
-from training.errors import BadInputError, bad_input_exits
-from training.jsonsafe import dumps_strict
-from training.runs import RunRecord, load_run
-from training.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, unit_means, welch_t
+from training.outputs import run_files
+from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
+from training.evaluation.episodes import SCORE, t_interval
+from training.run_setup.errors import BadInputError, bad_input_exits
+from training.outputs.jsonsafe import dumps_strict
+from training.analysis.compared_runs import ComparedRun, load_run
+from training.analysis.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, unit_means, welch_t
 
 logger = logging.getLogger("training.compare")
 
@@ -42,7 +48,7 @@ class ComparisonError(BadInputError):
     """Runs that cannot be compared (unmatched episodes, different seeds, too few models); the message names them."""
 
 
-def check_matched(runs: list[RunRecord]) -> list[str]:
+def check_matched(runs: list[ComparedRun]) -> list[str]:
     """The episode ids common to all runs, in the first run's order; raise naming every mismatch."""
     reference = runs[0]
     ref_ids = {e.id: e.seed for e in reference.episodes}
@@ -63,20 +69,42 @@ def check_matched(runs: list[RunRecord]) -> list[str]:
     return [e.id for e in reference.episodes]
 
 
-def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
-    groups: dict[str, list[RunRecord]] = defaultdict(list)
+def group_runs(runs: list[ComparedRun]) -> dict[str, list[ComparedRun]]:
+    groups: dict[str, list[ComparedRun]] = defaultdict(list)
     for run in runs:
         groups[run.group].append(run)
     return dict(groups)
 
 
-def group_scores(runs: list[RunRecord], ids: list[str]) -> np.ndarray:
-    """Per-episode score of a group: the mean over its runs; NaN where any run could not score the episode."""
-    matrix = np.array([[np.nan if e.score is None else e.score for e in sorted_by(run, ids)] for run in runs])
+def group_scores(runs: list[ComparedRun], ids: list[str], metric: str = SCORE) -> np.ndarray:
+    """Per-episode value of `metric` for a group: the mean over its runs; NaN where any run has none."""
+    matrix = np.array([[_value(e, metric) for e in sorted_by(run, ids)] for run in runs])
     return matrix.mean(axis=0)  # NaN propagates: an episode unscorable in one run is unscorable for the group
 
 
-def sorted_by(run: RunRecord, ids: list[str]):
+def _value(episode, metric: str) -> float:
+    value = episode.value(metric)
+    return np.nan if value is None else value
+
+
+def metric_directions(runs: list[ComparedRun]) -> dict[str, str]:
+    """The metrics every run's evaluation gives a direction to (`score` first), with the direction; refuses two
+    runs that disagree on one."""
+    common: dict[str, str] | None = None
+    for run in runs:
+        directions = run.metric_directions
+        if common is None:
+            common = dict(directions)
+            continue
+        clash = sorted(m for m in set(common) & set(directions) if common[m] != directions[m])
+        if clash:
+            raise ComparisonError(f"{run.name} and {runs[0].name} disagree on which way is better for {clash}")
+        common = {m: d for m, d in common.items() if m in directions}
+    common = common or {}
+    return {SCORE: common.get(SCORE, "higher"), **{m: d for m, d in common.items() if m != SCORE}}
+
+
+def sorted_by(run: ComparedRun, ids: list[str]):
     by_id = {e.id: e for e in run.episodes}
     return [by_id[i] for i in ids]
 
@@ -94,14 +122,18 @@ def curve_with_ci(curves: list[list[tuple[int, float]]]) -> list[dict]:
 
 
 def compare(
-    runs: list[RunRecord],
+    runs: list[ComparedRun],
     alpha: float = 0.05,
     normality_alpha: float = NORMALITY_ALPHA,
     window: int = DEFAULT_WINDOW,
     band: float = DEFAULT_BAND,
     baseline: str | None = None,
+    metric: str = SCORE,
+    better: str = "higher",
 ) -> dict:
-    """The whole comparison as one JSON-ready dict (module docstring)."""
+    """The comparison of one metric as one JSON-ready dict (module docstring); `better` is "higher" or "lower"."""
+    if better not in ("higher", "lower"):
+        raise ComparisonError(f"metric {metric!r}: better must be 'higher' or 'lower', got {better!r}")
     ids = check_matched(runs)
     groups = group_runs(runs)
     if len(groups) < 2:
@@ -110,21 +142,20 @@ def compare(
     if baseline is not None and baseline not in groups:
         raise ComparisonError(f"--baseline {baseline!r} is not one of the models {sorted(groups)}")
     names = list(groups)
-    raw = np.stack([group_scores(groups[g], ids) for g in names], axis=1)  # episodes x models
+    raw = np.stack([group_scores(groups[g], ids, metric) for g in names], axis=1)  # episodes x models
     scorable = ~np.isnan(raw).any(axis=1)
     episode_scores = raw[scorable]
     rows = [e.row for e, ok in zip(sorted_by(runs[0], ids), scorable, strict=True) if ok]
     units, scores = unit_means(episode_scores, rows)  # rows x models: the tests' unit of replication
     if len(scores) < 3:
-        raise ComparisonError(f"only {len(scores)} rows have episodes scorable in every run; need at least 3")
+        raise ComparisonError(f"{metric}: only {len(scores)} rows have a value in every run; need at least 3")
 
     edges = np.histogram_bin_edges(episode_scores, bins=20)
     models = []
     for j, name in enumerate(names):
         interval = t_interval(scores[:, j])
         conv = [convergence_step(r.heldout_history, window, band) for r in groups[name]]
-        run_means = [float(np.nanmean([np.nan if e.score is None else e.score for e in r.episodes]))
-                     for r in groups[name]]
+        run_means = [float(np.nanmean([_value(e, metric) for e in r.episodes])) for r in groups[name]]
         successes = [e.success for r in groups[name] for e in r.episodes if e.success is not None]
         models.append({
             "name": name,
@@ -146,7 +177,7 @@ def compare(
         })
 
     pairs = list(itertools.combinations(range(len(names)), 2))
-    if baseline is not None:  # the baseline second, so that mean_diff > 0 means "better than the baseline"
+    if baseline is not None:  # the baseline second: mean_diff is "A minus the baseline"
         b = names.index(baseline)
         pairs = [(i, j) if j == b else (j, i) if i == b else (i, j) for i, j in pairs]
     results = [compare_paired(scores[:, i], scores[:, j], normality_alpha) for i, j in pairs]
@@ -156,11 +187,14 @@ def compare(
         seed_level = welch_t([r["mean"] for r in models[i]["runs"]], [r["mean"] for r in models[j]["runs"]])
         pairwise.append({
             "a": names[i], "b": names[j], **result.as_json(), "p_holm": p_adj, "significant": rej,
-            "verdict": verdict(names[i], names[j], result.mean_diff, rej),
+            "verdict": verdict(names[i], names[j], result.mean_diff, rej, better),
             "seed_level_welch": None if seed_level is None else {"t": seed_level[0], "p": seed_level[1]},
         })
-    ranking = sorted(names, key=lambda n: -models[names.index(n)]["mean"])
+    sign = -1.0 if better == "higher" else 1.0
+    ranking = sorted(names, key=lambda n: sign * models[names.index(n)]["mean"])
     return {
+        "metric": metric,
+        "better": better,
         "episodes": {"total": len(ids), "scorable_in_all": int(scorable.sum()),
                      "left_out": int((~scorable).sum()), "units": len(units)},
         "models": models,
@@ -173,10 +207,24 @@ def compare(
     }
 
 
-def verdict(a: str, b: str, mean_diff: float, significant: bool) -> str:
+def compare_metrics(runs: list[ComparedRun], metrics: list[str] | None = None, **settings) -> dict:
+    """`compare` for each metric (default: every metric the runs give a direction, score first): the first metric's
+    result, with the others under `by_metric`."""
+    directions = metric_directions(runs)
+    chosen = metrics or list(directions)
+    unknown = [m for m in chosen if m not in directions]
+    if unknown:
+        raise ComparisonError(f"--metric {unknown}: not a metric of every run; known: {sorted(directions)}")
+    results = [compare(runs, **settings, metric=m, better=directions[m]) for m in chosen]
+    return {**results[0], "by_metric": {r["metric"]: r for r in results[1:]}}
+
+
+def verdict(a: str, b: str, mean_diff: float, significant: bool, better: str = "higher") -> str:
     if not significant:
         return f"no significant difference between {a} and {b}"
-    return f"{a} {'>' if mean_diff > 0 else '<'} {b}"
+    if better == "higher":
+        return f"{a} {'>' if mean_diff > 0 else '<'} {b}"
+    return f"{a} {'better' if mean_diff < 0 else 'worse'} than {b} (lower is better)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -190,11 +238,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Shapiro-Wilk level below which the non-parametric test is used")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="convergence moving-average window")
     parser.add_argument("--band", type=float, default=DEFAULT_BAND, help="convergence band (reward units)")
+    parser.add_argument("--metric", action="append", default=None, help="a per-episode metric to compare "
+                        "(repeatable; default: every metric the runs' evaluations give a direction, score first)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from training.compare_report import write_report
+    from training.analysis.compare_report import write_report
 
     args = parse_args(argv)
     runs = [load_run(spec) for spec in args.dirs]
@@ -202,12 +252,13 @@ def main(argv: list[str] | None = None) -> dict:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ComparisonError(f"two runs are named {duplicates}: name them with NAME=DIR")
-    result = compare(runs, args.alpha, args.normality_alpha, args.window, args.band, args.baseline)
+    result = compare_metrics(runs, args.metric, alpha=args.alpha, normality_alpha=args.normality_alpha,
+                             window=args.window, band=args.band, baseline=args.baseline)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comparison.json").write_text(dumps_strict(result, indent=2))
     write_report(result, out)
-    print((out / "comparison.md").read_text())
+    print((out / run_files.COMPARISON).read_text())
     return result
 
 

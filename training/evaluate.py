@@ -9,7 +9,7 @@ Writes `DIR/eval.jsonl` (one episode per line: episode id = (row, sample), its s
 success) and `DIR/eval_summary.json` (n, mean, std, t-based 95% CI, success rate, unscorable count, and what was
 evaluated how). Episodes are paired: under the same `--eval-seed` (default: the run's `heldout_seed`, 0 unless set;
 a run recorded before that default, its `seed`) every model sees the same prompts and the same random numbers, so `python -m training.compare` can match
-them. The task comes from the recipe (training/eval_tasks.py) or `--task`.
+them. The task comes from the recipe (training/evaluation/task_registry.py) or `--task`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,18 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from training.episodes import summarize, write_episodes
-from training.errors import bad_input_exits
-from training.eval_spec import EvalSpecError, load_policy, spec_from_recipe, spec_from_run
-from training.eval_tasks import TASKS, load_task_modules, resolve_task
+from training.outputs import run_files
+from training.evaluation.episodes import summarize, write_episodes
+from training.run_setup.errors import bad_input_exits
+from training.evaluation.spec import EvalSpecError, load_policy, spec_from_recipe, spec_from_run
+from training.evaluation.task_registry import TASKS, resolve_task
+from training.run_setup.task_plugins import load_tasks
 
 logger = logging.getLogger("training.evaluate")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    load_task_modules()
+    load_tasks()
     parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", nargs="?", help="a finished run (its run_summary.json names recipe settings, "
                         "base model and adapter)")
@@ -79,7 +81,7 @@ def build_spec(args: argparse.Namespace):
     else:
         spec = replace(spec_from_recipe(args.recipe, overrides), adapter=str(args.run_dir), source=str(args.run_dir))
     if args.model is not None:
-        from training.models import resolve_model_path
+        from training.run_setup.models import resolve_model_path
 
         spec = replace(spec, base_model=args.model, model_path=resolve_model_path(args.model))
     if args.adapter is not None:
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
         logger.info("Base model ready: %s", spec.model_path)
         return {"model_path": spec.model_path}
     out = Path(args.out)
-    if (out / "eval.jsonl").exists() and not args.overwrite:
+    if (out / run_files.EVAL).exists() and not args.overwrite:
         raise EvalSpecError(f"{out} already holds an eval.jsonl; pass --overwrite or another --out")
     if args.task is not None and args.task not in TASKS:  # before any model is built
         raise EvalSpecError(f"--task {args.task!r} is not a known task; known: {sorted(TASKS)}")
@@ -116,11 +118,11 @@ def main(argv: list[str] | None = None) -> dict:
     logger.info("Evaluating %s on task %s (%s)", evaluated, task.name, spec.heldout_file)
     episodes, counts = task.evaluate(spec, policy)
     meta = {"source": "training.evaluate", "task": task.name, **evaluated, "counts": counts,
-            "spec": spec.as_json(), "wall_time_s": time.time() - started}
+            "metric_directions": task.metric_directions, "spec": spec.as_json(), "wall_time_s": time.time() - started}
     write_episodes(out, episodes, meta)
     summary = {**summarize(episodes).as_json(), **meta}
     logger.info("n=%d mean=%s 95%% CI=%s success=%s unscorable=%d -> %s", summary["n"], summary["mean"],
-                summary["ci95"], summary["success_rate"], summary["nan_count"], out / "eval.jsonl")
+                summary["ci95"], summary["success_rate"], summary["nan_count"], out / run_files.EVAL)
     return summary
 
 

@@ -2,7 +2,7 @@
 
 Every TRL method the stack needs is overridden once, in this file, and calls the features (training/features/, one
 plain object each) in written order. No other class overrides a TRL method; data passes between features in the
-batch (keys in training/trajectory.py), never on the trainer.
+batch (keys in training/algorithms/trajectory.py), never on the trainer.
 
     generation   `_generate_and_score_completions`: dynamic sampling runs one or more sampling rounds; each round
                  plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls,
@@ -36,11 +36,12 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from judges.adapter import JudgeSettings
-from training.callbacks import HeldoutEvalCallback, MetricsJsonlCallback, OptimizerTimingCallback, WallTimeGuardCallback
-from training.checkpoints import save_complete_checkpoint
-from training.config import StrictGRPOConfig, strict_config
-from training.diagnostics import rss_mb, timed
-from training.errors import MissingPathError
+from training.outputs import run_files
+from training.step.callbacks import HeldoutEvalCallback, MetricsJsonlCallback, OptimizerTimingCallback, WallTimeGuardCallback
+from training.outputs.checkpoints import save_complete_checkpoint
+from training.run_setup.config import StrictGRPOConfig, strict_config
+from training.step.diagnostics import rss_mb, timed
+from training.run_setup.errors import MissingPathError
 from training.features.dynamic_sampling import DynamicSampling
 from training.features.environment_metrics import EnvironmentMetrics
 from training.features.forcing import Forcing, Plan, policy_logps
@@ -50,12 +51,12 @@ from training.features.reward_checks import RewardChecks, local_rewards_and_grou
 from training.features.tools import ToolCalls
 from training.features.value_head import ValueHeadFeature, ValueHeadStepCallback
 from training.features.zero_std_watch import ZeroStdWatch
-from training.flags import StrictFlags, read_flags
-from training.health import HealthMonitorCallback
-from training.heldout import HeldoutEvaluation
-from training.trajectory import check_generation_batch, loss_mask
+from training.run_setup.flags import StrictFlags, read_flags
+from training.step.health import HealthMonitorCallback
+from training.evaluation.trainer_heldout import HeldoutEvaluation
+from training.algorithms.trajectory import check_generation_batch, loss_mask
 
-FEATURE_STATE_FILE = "strict_features.json"
+FEATURE_STATE_FILE = run_files.FEATURE_STATE
 
 
 @dataclass
@@ -299,7 +300,7 @@ class StrictGRPOTrainer(GRPOTrainer):
             self.value.save(output_dir or self.args.output_dir)
 
     def _save_checkpoint(self, model, trial):
-        # A checkpoint counts only once complete (training/checkpoints.py): TRL's and transformers' files, then the
+        # A checkpoint counts only once complete (training/outputs/checkpoints.py): TRL's and transformers' files, then the
         # features' state, then the completion marker.
         save_complete_checkpoint(self, partial(self._save_checkpoint_files, model, trial))
 
@@ -362,7 +363,7 @@ class StrictGRPOTrainer(GRPOTrainer):
         steps_into_batch = (self._step - 1) % generate_every
         return steps_into_batch >= self.args.steps_per_generation
 
-    # ---- held-out reward (training/heldout.py) -----------------------------------------------------------------
+    # ---- held-out reward (training/evaluation/trainer_heldout.py) -----------------------------------------------------------------
     def evaluate_heldout(self) -> dict[str, float]:
         return self.heldout.evaluate()
 

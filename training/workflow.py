@@ -27,6 +27,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,13 +38,14 @@ from pathlib import Path
 import psutil
 import yaml
 
-from training.errors import bad_input_exits
-from training.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
-from training.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
+from training.outputs import run_files
+from training.run_setup.errors import bad_input_exits
+from training.run_setup.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
+from training.sweeps.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
 
-RUN_FILE = "workflow_run.json"
+RUN_FILE = run_files.WORKFLOW_RUN
 LOG_FILE = "train.log"
-RUN_OUTPUTS = ("metrics.jsonl", "run_summary.json", "reward_curve.png", "adapter_model.safetensors", "eval.jsonl")
+RUN_OUTPUTS = (*run_files.TRAINING_OUTPUTS, run_files.EVAL)  # a cell with any of these has run
 BASE_MODEL_KEYS = ("model_name_or_path", "model_seed", "warm_start_steps", "warm_start_lr", "warm_start_batch_size",
                    "warm_start_tool_call_rate", "train_file", "environment_factory", "system_prompt_file",
                    "chat_template_kwargs")
@@ -70,8 +72,8 @@ def cell_state(cell: Cell) -> str:
             f"{meta.get('config_hash')} != {cell.config_hash}); delete it or give the workflow another output_dir"
         )
     if cell.evaluate_only:
-        return "finished" if (cell.run_dir / "eval_summary.json").exists() else "fresh"
-    summary = read_json(cell.run_dir / "run_summary.json")
+        return "finished" if (cell.run_dir / run_files.EVAL_SUMMARY).exists() else "fresh"
+    summary = read_json(cell.run_dir / run_files.RUN_SUMMARY)
     max_steps = cell.recipe.get("max_steps")
     if summary is not None and (
         summary.get("stopped_reason") == "completed"
@@ -96,17 +98,31 @@ def threads_per_run(workflow: Workflow, jobs: int) -> int:
     return int(threads) if threads else max(1, (os.cpu_count() or 1) // max(jobs, 1))
 
 
-def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: int = 1) -> list[str]:
-    """The exact command that runs `cell` in the given state."""
+def free_port() -> int:
+    """A TCP port nothing listens on now: runs started side by side each get their own torchrun rendezvous port
+    (all on accelerate's default 29500, the second fails with EADDRINUSE)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: int = 1,
+                 port: int | None = None) -> list[str]:
+    """The exact command that runs `cell` in the given state (a training run on rendezvous `port`, when given)."""
     recipe = str(cell.run_dir / "recipe.yaml")
     if cell.evaluate_only:
-        return [sys.executable, "-m", "training.evaluate", "--recipe", recipe, "--out", str(cell.run_dir),
-                "--overwrite"]
+        cmd = [sys.executable, "-m", "training.evaluate", "--recipe", recipe, "--out", str(cell.run_dir), "--overwrite"]
+        if cell.baseline is not None:
+            cmd += ["--baseline", cell.baseline]
+        if cell.adapter_dir is not None:
+            cmd += ["--adapter", str(cell.adapter_dir)]
+        return cmd
     cmd = [
         accelerate_executable(), "launch",
         "--config_file", workflow.launcher.get("accelerate_config", "accelerate_configs/cpu.yaml"),
         "--num_processes", str(workflow.launcher.get("num_processes", 1)),
         "--num_cpu_threads_per_process", str(threads),
+        *(["--main_process_port", str(port)] if port is not None else []),
         "-m", "training.train", "--config", recipe,
     ]  # fmt: skip
     if state == "resume":
@@ -118,7 +134,7 @@ def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: 
 
 def run_env(workflow: Workflow, threads: int) -> dict:
     env = dict(os.environ)
-    for flag, value in STRICT_FLAG_DEFAULTS.items():  # the launchers' defaults too (training/flags.py)
+    for flag, value in STRICT_FLAG_DEFAULTS.items():  # the launchers' defaults too (training/run_setup/flags.py)
         env.setdefault(flag, value)
     env.update(OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
     env.setdefault("WANDB_PROJECT", workflow.name)
@@ -161,7 +177,7 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
 
 
 def current_step(cell: Cell) -> int | None:
-    path = cell.run_dir / "metrics.jsonl"
+    path = cell.run_dir / run_files.METRICS
     if not path.exists():
         return None
     lines = [line for line in path.read_text().splitlines() if '"loss"' in line]
@@ -295,7 +311,7 @@ class Runner:
                         self.say(f"run {cell.index}/{self.total}: {cell.describe()} — finished, skipped")
                         outcomes.append(Outcome(cell, "finished"))
                         continue
-                    cmd = cell_command(self.workflow, cell, state, self.threads)
+                    cmd = cell_command(self.workflow, cell, state, self.threads, port=free_port())
                     record_launch(cell, mode=state, command=cmd, started=time.time())
                     self.say(f"run {cell.index}/{self.total}: {cell.describe()} — {state}: {' '.join(cmd)}")
                     log = open(cell.run_dir / LOG_FILE, "a")
@@ -392,13 +408,22 @@ def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell],
             runner.prepare(todo)
         if args.prepare_only:
             return {"prepared": [c.name for c in todo]}
-        outcomes += runner.run(todo)
+        # cells that evaluate another cell's adapter run once that cell has finished
+        later = [c for c in todo if c.adapter_dir is not None]
+        outcomes += runner.run([c for c in todo if c.adapter_dir is None])
+        trained = {c.run_dir for c in cells if cell_state(c) == "finished"}
+        blocked = [c for c in later if c.adapter_dir not in trained]
+        for cell in blocked:
+            error = f"the run it evaluates ({cell.adapter_dir.name}) did not finish"
+            runner.say(f"run {cell.index}/{len(workflow.cells)}: {cell.describe()} — skipped: {error}")
+            outcomes.append(Outcome(cell, "failed", error=error))
+        outcomes += runner.run([c for c in later if c not in blocked])
         if args.only_run is not None:
             failed = [o.cell.name for o in outcomes if o.status == "failed"]
             return {"outcomes": {o.cell.name: o.status for o in outcomes}, "failed": failed}
     else:
         outcomes = [Outcome(c, "finished" if cell_state(c) == "finished" else "missing") for c in cells]
-    from training.workflow_report import write_workflow_report
+    from training.sweeps.workflow_report import write_workflow_report
 
     return write_workflow_report(workflow, args, outcomes, time.time() - started)
 

@@ -12,6 +12,6 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory / 
 @pytest.fixture(scope="session")
 def causal_model_dir() -> str:
     """The offline tiny Qwen3 with the causal tokenizer (`tiny-qwen3-causal`), built once into the test cache."""
-    from training.models import resolve_model_path
+    from training.run_setup.models import resolve_model_path
 
     return resolve_model_path("tiny-qwen3-causal", seed=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from training.causal.scm import SCM, LinearMechanism
+from training.tasks.causal.scm.scm import SCM, LinearMechanism
 
 CHAIN_VARS = ["X0", "X1", "X2", "X3", "X4"]
 
@@ -39,7 +39,7 @@ def rescaled(scm: SCM, variable: str, factor: float) -> SCM:
     then give the same distribution of every other variable."""
     import re
 
-    from training.causal.scm import ExpressionMechanism
+    from training.tasks.causal.scm.scm import ExpressionMechanism
 
     name = re.compile(rf"\b{re.escape(variable)}\b")
     mechanisms = {}
@@ -69,7 +69,7 @@ def noisier(scm: SCM, factor: float) -> SCM:
 def play(policy, scm: SCM, seed: int, budget: int, n_calls: int | None = None, initial_samples: int = 10):
     """An episode of `policy(env, rng) -> (tool, args)` for `n_calls` calls (default: the budget), on `scm` with
     environment seed `seed`; returns the environment (read its `.record`)."""
-    from training.causal.env import CausalEnv
+    from training.tasks.causal.env import CausalEnv
 
     env = CausalEnv()
     env.reset(scm_json=scm.to_json(), seed=seed, budget=budget, initial_samples=initial_samples)

@@ -2,7 +2,7 @@
 
     python tests/causal/reward_mutations.py
 
-Each mutation rewrites one line of training/causal/rewards.py, runs the three reward test files, prints which tests
+Each mutation rewrites one line of training/tasks/causal/reward_components.py, runs the three reward test files, prints which tests
 failed, and restores the file (also on error or Ctrl-C). Every mutation must make at least one test fail.
 """
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PATH = Path(__file__).resolve().parents[2] / "training" / "causal" / "rewards.py"
+PATH = Path(__file__).resolve().parents[2] / "training" / "tasks" / "causal" / "reward_components.py"
 TESTS = ["tests/causal/test_rewards.py", "tests/causal/test_reward_normalisation.py",
          "tests/causal/test_reward_adversarial.py"]
 MUTATIONS = {

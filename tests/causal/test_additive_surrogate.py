@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from training.causal.additive_scores import PRIOR_VAR, log_bayes_factors_rows, log_local_scores_rows
-from training.causal.additive_surrogate import AdditiveSurrogate
-from training.causal.env import make_causal_env
-from training.causal.exact_surrogate import ExactSurrogate
-from training.causal.scm import SCM, ExpressionMechanism
-from training.causal.structure_posterior import logsumexp, parent_log_posterior
+from training.tasks.causal.surrogates.additive_scores import PRIOR_VAR, log_bayes_factors_rows, log_local_scores_rows
+from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogate
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
+from training.tasks.causal.scm.scm import SCM, ExpressionMechanism
+from training.tasks.causal.surrogates.structure_posterior import logsumexp, parent_log_posterior
 
 # sin, tanh and x are odd, cos and x^2/(1+|x|) even: on x = (-1, 0, 1) every standardised odd column is
 # a sqrt(3/2) with a = (-1, 0, 1), every even one -+ b / sqrt(2) with b = (-1, 2, -1) (a and b orthogonal).

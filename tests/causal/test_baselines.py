@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from training.causal.baselines import (EpsilonPolicy, GreedyEIGPolicy, OraclePolicy, RandomPolicy, episode_messages,
+from training.tasks.causal.baselines import (EpsilonPolicy, GreedyEIGPolicy, OraclePolicy, RandomPolicy, episode_messages,
                                        run_policy)
-from training.tasks.causal import DATA_DIR, causal_prompt
+from training.tasks.causal.splits import DATA_DIR, causal_prompt
 
 
 @pytest.fixture(scope="module")

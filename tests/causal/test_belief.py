@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from tests.causal.helpers import chain5
-from training.causal.belief import Belief, belief_rng
-from training.causal.belief_policy import BeliefPolicy
-from training.causal.env import CausalEnv, make_causal_env
-from training.causal.scm import SCM
-from training.tasks.causal import scm_row
+from training.tasks.causal.belief import Belief, belief_rng
+from training.tasks.causal.belief_policy import BeliefPolicy
+from training.tasks.causal.env import CausalEnv, make_causal_env
+from training.tasks.causal.scm.scm import SCM
+from training.tasks.causal.splits import scm_row
 
 
 def _env(**over):

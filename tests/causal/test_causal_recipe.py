@@ -6,7 +6,7 @@
 * With one component alone, the recipe's 60 GRPO steps should move that component's own metric the right way
   (from the recipe's cached warm start): optimization alone lowers held-out regret; structure alone should raise
   held-out information gain but does so on some seeds only (xfail, not strict). docs/causal.md reports both over 3
-  seeds (`benchmarks/causal_seeds.sh`, phase `single`).
+  seeds (`workflows/causal_ablations.yaml`, variants `only_*`).
 
 Held-out episodes are played under the recipe's own settings (`--recipe`: its budget of calls, completion length and
 reward weights), as the measurements in docs/causal.md are.
@@ -17,8 +17,8 @@ import json
 import numpy as np
 import pytest
 
-from training.causal.evaluate_policy import main as evaluate
-from training.health import RunHealthError
+from training.tasks.causal.evaluate_policy import main as evaluate
+from training.step.health import RunHealthError
 from training.train import main as train
 
 RECIPE = "recipes/causal_cpu.yaml"

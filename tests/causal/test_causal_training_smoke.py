@@ -6,10 +6,11 @@ metrics and writes the episodes' records."""
 import math
 
 from tests.causal.trainer_support import build_sampled_causal_trainer, causal_rows
-from training.causal.heldout import causal_heldout, is_causal
-from training.flags import StrictFlags
-from training.metrics import CONTRACT
-from training.report import read_metrics
+from training.evaluation.episodes import read_episodes
+from training.tasks.causal.heldout_metrics import causal_heldout, is_causal
+from training.run_setup.flags import StrictFlags
+from training.step.metric_names import CONTRACT
+from training.outputs.run_summary import read_metrics
 
 CAUSAL_METRICS = [name for name, when in CONTRACT.items() if when == "causal environment"]
 
@@ -32,7 +33,10 @@ def test_a_causal_training_step_logs_every_causal_metric(causal_model_dir, tmp_p
     assert {"heldout/reward", "heldout/regret", "heldout/parent_f1", "heldout/info_gain",
             "heldout/greedy_reward"} <= set(held)
     assert all(math.isfinite(v) for v in held.values())
-    through_trainer = trainer.evaluate_heldout()  # training/heldout.py hands a causal environment to causal_heldout
+    through_trainer = trainer.evaluate_heldout()  # training/evaluation/trainer_heldout.py hands a causal environment to causal_heldout
     assert through_trainer["heldout/regret"] == held["heldout/regret"]  # same paired episodes, same seed
-    written = (tmp_path / "heldout" / "step-000001" / "causal_eval.jsonl").read_text().splitlines()
-    assert len(written) == len(records)
+    step_dir = tmp_path / "heldout" / "step-000001"
+    sampled, greedy = read_episodes(step_dir), read_episodes(step_dir / "eval_greedy.jsonl")
+    assert len(sampled) + len(greedy) == len(records)
+    assert [e.extra for e in sampled + greedy] == records  # the causal records ride in the generic episodes
+    assert [e.metrics["regret"] for e in sampled] == [r["regret"] for r in records if r["decoding"] == "sampled"]

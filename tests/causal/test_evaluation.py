@@ -1,4 +1,4 @@
-"""LM episodes in the causal environment (training.causal.evaluation), with a scripted model: calls run through the
+"""LM episodes in the causal environment (training.tasks.causal.policy_episodes), with a scripted model: calls run through the
 same tool layer as training, limits end episodes as TRL's loop does, records carry every metric, and episode k is
 paired with the baselines' episode k."""
 
@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from training.causal.baselines import OraclePolicy, RandomPolicy, run_policy
-from training.causal.evaluation import baseline_episodes, lm_episodes, summarise, tool_suffix_ids
-from training.causal.rewards import COMPONENTS, episode_rewards
-from training.data import load_rows
-from training.tasks.causal import DATA_DIR
-from training.warm_start_tools import sampling_chat_template
+from training.tasks.causal.baselines import OraclePolicy, RandomPolicy, run_policy
+from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, mean_metrics, tool_suffix_ids
+from training.tasks.causal.reward_components import COMPONENTS, episode_rewards
+from training.run_setup.prompt_datasets import load_rows
+from training.tasks.causal.splits import DATA_DIR
+from training.run_setup.warm_start_tools import sampling_chat_template
 
 KW = {"enable_thinking": False}
 
@@ -107,7 +107,7 @@ def test_baseline_records_are_the_environment_records():
     (rec,) = baseline_episodes("oracle", [row], 1)
     ref = run_policy(OraclePolicy(), row, 0)
     assert rec["regret"] == ref.regret and rec["optimization"] == episode_rewards(ref)["optimization"]
-    assert summarise([rec])["episodes"] == 1.0
+    assert mean_metrics([rec])["episodes"] == 1.0
     with pytest.raises(ValueError, match="baseline"):
         baseline_episodes("smart", [row], 1)
 

@@ -7,11 +7,11 @@ import pytest
 from scipy import integrate, stats
 
 from tests.causal.helpers import CHAIN_VARS, chain5, intervention_rows, observational_rows
-from training.causal.exact_surrogate import ExactSurrogate, update_many
-from training.causal.families import random_scm
-from training.causal.metrics import parent_f1
-from training.causal.scores import NodeStats, log_local_scores, merge_rows
-from training.causal.structure_posterior import enumerate_parent_posterior, logsumexp, parent_log_posterior
+from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, update_many
+from training.tasks.causal.scm.families import random_scm
+from training.tasks.causal.structure_metrics import parent_f1
+from training.tasks.causal.surrogates.linear_scores import NodeStats, log_local_scores, merge_rows
+from training.tasks.causal.surrogates.structure_posterior import enumerate_parent_posterior, logsumexp, parent_log_posterior
 
 
 def g_prior_bayes_factor(y, x, g):
@@ -231,7 +231,7 @@ def _surrogate_on_data(d: int, seed: int) -> ExactSurrogate:
 def test_sampled_dags_follow_the_posterior_over_every_dag(d):
     """The vectorised backward sampler's DAG frequencies against the exact joint over every DAG on d nodes
     (#linext(G) prod_v beta_v(Pa_v), `all_dags`): chi-square over the DAGs expected >= 5 times (the rest pooled)."""
-    from training.causal.structure_posterior import all_dags, sample_dags
+    from training.tasks.causal.surrogates.structure_posterior import all_dags, sample_dags
 
     sur = _surrogate_on_data(d, seed=d)
     masks, counts = all_dags(d)

@@ -1,12 +1,12 @@
-"""`training.causal.results`: tables across seeds and the paired, Holm-corrected test of each difference."""
+"""`training.tasks.causal.results`: tables across seeds and the paired, Holm-corrected test of each difference."""
 
 import json
 
 import numpy as np
 import pytest
 
-from training.causal.results import scm_averaged, significance, table
-from training.stats import compare_paired
+from training.tasks.causal.results import scm_averaged, significance, table
+from training.analysis.stats import compare_paired
 
 
 def records(shift: float, seed: int, n: int = 40) -> list[dict]:

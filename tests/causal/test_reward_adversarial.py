@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from tests.causal.helpers import play
-from training.causal.baselines import random_call
-from training.causal.rewards import COMPONENTS, episode_rewards, weighted_reward
-from training.causal.scm import SCM
-from training.tasks.causal import DATA_DIR
+from training.tasks.causal.baselines import random_call
+from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
+from training.tasks.causal.scm.scm import SCM
+from training.tasks.causal.splits import DATA_DIR
 
 BUDGET, EPISODES = 6, 3
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from tests.causal.helpers import noisier, play, rescaled, uniform_position_policy
-from training.causal.env import CausalEnv
-from training.causal.rewards import COMPONENTS, episode_rewards, step_rewards
-from training.causal.scm import SCM, LinearMechanism
-from training.tasks.causal import DATA_DIR
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, step_rewards
+from training.tasks.causal.scm.scm import SCM, LinearMechanism
+from training.tasks.causal.splits import DATA_DIR
 
 BUDGET, EPISODES = 6, 3
 NOISE_TOLERANCE = {"optimization": (-0.02, 0.02), "exploration": (-0.02, 0.02), "structure": (-0.2, 0.02),

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from tests.causal.trainer_support import build_causal_trainer, score
-from training.causal import reward_funcs
-from training.causal.rewards import COMPONENTS, DEFAULT_WEIGHTS
+from training.tasks.causal import reward_funcs
+from training.tasks.causal.reward_components import COMPONENTS, DEFAULT_WEIGHTS
 from training.features.reward_checks import NonFiniteRewardError
 
 FUNCS = dict(zip(COMPONENTS, reward_funcs.REWARD_FUNCS, strict=True))

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from tests.causal.helpers import chain5
-from training.causal import reward_funcs
-from training.causal.env import CausalEnv, make_causal_env
-from training.causal.rewards import (COMPONENTS, Step, balanced_accuracy, episode_rewards, exploration,
+from training.tasks.causal import reward_funcs
+from training.tasks.causal.env import CausalEnv, make_causal_env
+from training.tasks.causal.reward_components import (COMPONENTS, Step, balanced_accuracy, episode_rewards, exploration,
                                      exploration_unit, optimization, parent, step_rewards, structure, target_span)
-from training.causal.surrogate import ParentPosterior
+from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 # chain5: X0 -> X1 -> X2 -> X3 -> X4, target X2 = -1.2 X1 + noise, X1 = X0 + noise; ranges [-3, 3].
 # E[X2 | do(X0 = v)] = E[X2 | do(X1 = v)] = -1.2 v; X3, X4 do not move it. Optimum 3.6, worst -3.6, E[X2] = 0.

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from tests.causal.helpers import chain5
-from training.causal.families import FAMILIES, random_scm
-from training.causal.scm import SCM, ExpressionMechanism, InterventionError, LinearMechanism, SCMError
+from training.tasks.causal.scm.families import FAMILIES, random_scm
+from training.tasks.causal.scm.scm import SCM, ExpressionMechanism, InterventionError, LinearMechanism, SCMError
 
 
 def test_hard_intervention_fixes_the_variable_and_cuts_its_mechanism():

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from training.causal import baselines, evaluate_policy, results, scm_rows, train_scm
-from training.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
-from training.data import load_rows
-from training.tasks.causal import scm_row
+from training.tasks.causal import evaluate_baselines, evaluate_policy, results, scm_rows, train_scm
+from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
+from training.evaluation.episodes import read_episodes
+from training.run_setup.prompt_datasets import load_rows
+from training.tasks.causal.splits import scm_row
 
 REPO = Path(__file__).resolve().parents[2]
 CBO = REPO / "examples" / "scms" / "cbo_toy.yaml"
@@ -71,7 +72,7 @@ def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
 
 def test_rows_from_a_generator_and_from_a_list_of_files(elsewhere, monkeypatch):
     (elsewhere / "my_family.py").write_text(textwrap.dedent("""
-        from training.causal.families import random_scm
+        from training.tasks.causal.scm.families import random_scm
 
         def make(seed):
             return random_scm("chain", 3, seed, "nonlinear")
@@ -106,7 +107,7 @@ def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(e
 
 def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhere, capsys):
     # was: --split choices were train/heldout only, and records lacked where the belief ended
-    baselines.main(["--scm", "cbo.yaml", "--budget", "3", "--initial_samples", "4", "--episodes", "2",
+    evaluate_baselines.main(["--scm", "cbo.yaml", "--budget", "3", "--initial_samples", "4", "--episodes", "2",
                     "--policies", "random,greedy_eig,oracle", "--surrogate", "additive", "--out", "b.jsonl"])
     out = capsys.readouterr().out
     assert "| random |" in out and "| greedy_eig |" in out and "| oracle |" in out and "(-2.1718)" in out
@@ -124,7 +125,7 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
                                     "--max_steps", "2"])
     rows = elsewhere / "run" / "scm_rows"
     assert argv == ["--config", str(train_scm.CAUSAL_RECIPE), "--max_steps", "2", "--environment_factory",
-                    "training.causal.env.CausalEnvAdditive", "--output_dir", "run", "--train_file",
+                    "training.tasks.causal.env.CausalEnvAdditive", "--output_dir", "run", "--train_file",
                     str(rows / "train.jsonl"), "--heldout_file", str(rows / "heldout.jsonl")]
     train = load_rows(rows / "train.jsonl")
     assert len(train) == 3 and all(r["budget"] == 4 and len(json.loads(r["reference_calls_json"])) == 4 for r in train)
@@ -143,5 +144,5 @@ def test_training_on_an_scm_file_end_to_end(elsewhere):
                               "--heldout_max_samples", "1", "--heldout_samples_per_prompt", "1",
                               "--max_completion_length", "160"])
     assert summary["global_step"] == 1
-    records = read_jsonl(elsewhere / "run" / "causal_eval.jsonl")
+    records = [e.extra for e in read_episodes(elsewhere / "run")]
     assert records and all(set(r["parent_marginals"]) == {"X", "Z"} for r in records)

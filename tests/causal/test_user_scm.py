@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import yaml
 
-from training.causal.expressions import ExpressionError, compile_expression
-from training.causal.user_scm import UserSCMError, load_user_scm, scm_from_spec
+from training.tasks.causal.scm.expressions import ExpressionError, compile_expression
+from training.tasks.causal.scm.user_scm import UserSCMError, load_user_scm, scm_from_spec
 
 TOY = "examples/scms/cbo_toy.yaml"
 

@@ -9,12 +9,12 @@ import numpy as np
 from datasets import Dataset
 from peft import LoraConfig
 
-from training.causal.baselines import random_call
-from training.causal.env import CausalEnv
-from training.data import load_rows
-from training.flags import StrictFlags
-from training.config import StrictGRPOConfig
-from training.tasks.causal import DATA_DIR
+from training.tasks.causal.baselines import random_call
+from training.tasks.causal.env import CausalEnv
+from training.run_setup.prompt_datasets import load_rows
+from training.run_setup.flags import StrictFlags
+from training.run_setup.config import StrictGRPOConfig
+from training.tasks.causal.splits import DATA_DIR
 from training.trainer import StrictGRPOTrainer
 
 FLAGS = StrictFlags(force_rate=0.0, assist_warmup=0, rl_disable_forced=True, ppo_record_at_sample=True,
@@ -57,7 +57,7 @@ def build_sampled_causal_trainer(output_dir: str, model: str, flags: StrictFlags
                                  **overrides) -> StrictGRPOTrainer:
     """TRL's own sampler on the causal environment (LoRA, the four reward functions at the recipe's weights), one
     step of 8 short episodes of at most 3 calls; keyword arguments override StrictGRPOConfig fields."""
-    from training.causal.reward_funcs import REWARD_FUNCS
+    from training.tasks.causal.reward_funcs import REWARD_FUNCS
 
     settings = dict(output_dir=output_dir, use_cpu=True, bf16=False, seed=0, max_steps=1, learning_rate=1e-3,
                     per_device_train_batch_size=8, num_generations=4, max_completion_length=64,

@@ -27,7 +27,7 @@ def main(out_dir: str) -> None:
         is_partitioned,
         sync_reference,
     )
-    from training.models import resolve_model_path
+    from training.run_setup.models import resolve_model_path
 
     deepspeed.init_distributed(dist_backend="gloo")
     rank = int(os.environ["RANK"])

@@ -7,11 +7,11 @@ import random
 from datasets import Dataset
 from peft import LoraConfig
 
-from training.config import StrictGRPOConfig
-from training.data import load_rows
-from training.flags import StrictFlags
-from training.models import resolve_model_path
-from training.rewards import completion_text
+from training.run_setup.config import StrictGRPOConfig
+from training.run_setup.prompt_datasets import load_rows
+from training.run_setup.flags import StrictFlags
+from training.run_setup.models import resolve_model_path
+from training.tasks.larger_number.rewards import completion_text
 from training.trainer import StrictGRPOTrainer
 
 TASK_TRAIN = "data/larger_number/train.jsonl"
@@ -108,8 +108,8 @@ AGENT_PROMPT = "prompts/workspace_agent.jinja"
 
 def workspace_post_rows() -> list[dict]:
     """Workspace `post_message` train rows with the agent's system prompt (the shortest forced calls)."""
-    from training.envs.prompting import render_system_prompt, with_system_prompt
-    from training.envs.workspace import WorkspaceEnv
+    from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
+    from training.tasks.workspace.env import WorkspaceEnv
 
     rows = [r for r in load_rows(WORKSPACE_TRAIN) if r["task"] == "post_message"]
     return with_system_prompt(rows, render_system_prompt(AGENT_PROMPT, WorkspaceEnv))
@@ -117,7 +117,7 @@ def workspace_post_rows() -> list[dict]:
 
 def env_settings() -> dict:
     """Trainer settings for the workspace environment: its goal checker joins the reward, tool-sized completions."""
-    from training.envs.workspace import WorkspaceEnv
+    from training.tasks.workspace.env import WorkspaceEnv
 
     return dict(
         environment_factory=WorkspaceEnv,

@@ -16,8 +16,8 @@ import zlib
 from pathlib import Path
 
 import training.train as train_entry
-from training.distributed import full_weights_for_generation
-from training.rewards import completion_text
+from training.step.distributed import full_weights_for_generation
+from training.tasks.larger_number.rewards import completion_text
 from training.trainer import StrictGRPOTrainer
 
 PROBE_DIR = Path(os.environ["TWO_PROC_PROBE_DIR"])

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 from trl.trainer.utils import nanstd
 
-from training.trajectory import loss_mask
+from training.algorithms.trajectory import loss_mask
 
 logger = logging.getLogger(__name__)
 

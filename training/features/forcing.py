@@ -22,7 +22,7 @@ import random
 import torch
 from trl.trainer.utils import pad
 
-from training.trajectory import loss_mask
+from training.algorithms.trajectory import loss_mask
 
 logger = logging.getLogger(__name__)
 

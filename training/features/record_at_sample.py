@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from training.sampling import recording_generate, sampled_token_logprobs
-from training.trajectory import loss_mask
+from training.algorithms.sampled_logprobs import recording_generate, sampled_token_logprobs
+from training.algorithms.trajectory import loss_mask
 
 logger = logging.getLogger(__name__)
 

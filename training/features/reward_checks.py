@@ -19,8 +19,8 @@ import logging
 import torch
 
 from judges.adapter import COUNT_METRICS, JudgeReward, JudgeSettings
-from training.health import RunHealthError
-from training.models import resolve_model_path
+from training.step.health import RunHealthError
+from training.run_setup.models import resolve_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ JUDGE_MODEL_KEYS = ("model", "model_path")
 
 def configure_judge_rewards(reward_funcs: list, judge_kwargs: dict | None, settings: JudgeSettings) -> None:
     """Configure each `JudgeReward` in `reward_funcs`; a `judge_kwargs` key naming no judge reward is an error.
-    Model names in a judge's kwargs are resolved to loadable paths (training.models.resolve_model_path)."""
+    Model names in a judge's kwargs are resolved to loadable paths (training.run_setup.models.resolve_model_path)."""
     judges = {f.__name__: f for f in reward_funcs if isinstance(f, JudgeReward)}
     judge_kwargs = judge_kwargs or {}
     if not isinstance(judge_kwargs, dict):

@@ -1,5 +1,5 @@
 """Strict tool calls in TRL's multi-turn loop: every rollout's tools are schema-checked and budgeted
-(`max_tool_calls_per_episode`), malformed calls come back to the model as tool errors (training/envs/tool_calls.py),
+(`max_tool_calls_per_episode`), malformed calls come back to the model as tool errors (training/tool_use/tool_calls.py),
 and each generation batch logs `tools/malformed/{bad_json, unknown_tool, bad_arguments, too_many_turns}` (counts
 summed over the batch and processes)."""
 
@@ -9,7 +9,7 @@ from collections import Counter
 
 import torch
 
-from training.envs.tool_calls import MALFORMED_KINDS, EpisodeTools, install_strict_parsing, malformed_metric
+from training.tool_use.tool_calls import MALFORMED_KINDS, EpisodeTools, install_strict_parsing, malformed_metric
 
 
 class ToolCalls:

@@ -3,7 +3,7 @@
 How one forward serves both: a forward hook on the base model's final norm captures the last hidden states while
 TRL's `_compute_loss` runs its forward for the policy log-probs. Right after that forward (before TRL reads
 `batch["advantages"]`) the values are computed from those hidden states and the batch's advantages are replaced by
-per-token (B, T) ones from the registered estimator (training/advantages.py); after TRL's loss, the clipped value
+per-token (B, T) ones from the registered estimator (training/algorithms/advantages.py); after TRL's loss, the clipped value
 loss is added. The first visit of a generation batch fixes its old values, returns and advantages (batch keys
 `old_values`, `value_returns`, `value_advantages`); later visits (`num_iterations > 1`) reuse them.
 
@@ -23,10 +23,10 @@ from peft import PeftModel
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
-from training.advantages import AdvantageSettings, get_estimator
-from training.errors import MissingPathError
-from training.trajectory import loss_mask
-from training.value import ValueHead, clipped_value_loss, explained_variance
+from training.algorithms.advantages import AdvantageSettings, get_estimator
+from training.run_setup.errors import MissingPathError
+from training.algorithms.trajectory import loss_mask
+from training.algorithms.value import ValueHead, clipped_value_loss, explained_variance
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 

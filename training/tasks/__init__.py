@@ -1,1 +1,3 @@
-"""Bundled tasks: each ships train and held-out splits under `data/` and a rule verifier."""
+"""Bundled tasks, one folder each (`larger_number/`, `workspace/`, `causal/`): splits under `data/`, rewards, an
+environment, and a `registration.py` that plugs the task into the generic registries (pyproject's
+`strict_grpo.tasks` entry points). Generic code never imports a task."""

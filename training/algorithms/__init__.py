@@ -1,0 +1,1 @@
+"""Algorithm maths as pure functions: advantages, value, the batch schema, sampled log-probs."""

@@ -1,0 +1,1 @@
+"""Analysis of evaluated runs: paired statistics, the comparison report, convergence."""

@@ -1,0 +1,106 @@
+"""What `training.compare` reads from a run or evaluation directory.
+
+A directory needs `eval.jsonl` (training's final held-out evaluation, or `python -m training.evaluate`). Optional:
+`run_summary.json` (its `heldout_history` gives the held-out curve and the convergence time), `metrics.jsonl` (the
+train-reward curve), `workflow_run.json` (written by `training.workflow`: the run's `group` and `seed`).
+
+Grouping: runs of one configuration with different seeds form a group. The group is `workflow_run.json`'s `group`
+when present, else the directory name without a trailing `-seed<N>` (`grpo-seed2` -> `grpo`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from training.outputs import run_files
+from training.evaluation.episodes import Episode, read_episodes
+from training.run_setup.errors import BadInputError
+
+WORKFLOW_RUN_FILE = run_files.WORKFLOW_RUN
+_SEED_SUFFIX = re.compile(r"-seed(\d+)$")
+
+
+class RunDirError(BadInputError):
+    """A directory `training.compare` cannot use; the message names it and what is missing."""
+
+
+@dataclass
+class ComparedRun:
+    name: str
+    path: Path
+    group: str
+    seed: int | None
+    episodes: list[Episode]
+    heldout_history: list[tuple[int, float]] = field(default_factory=list)
+    train_curve: list[tuple[int, float]] = field(default_factory=list)
+    metric_directions: dict[str, str] = field(default_factory=dict)  # from eval_summary.json (which way is better)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunDirError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def heldout_history(run_dir: Path) -> list[tuple[int, float]]:
+    """[(step, heldout/reward)]: the periodic evaluations logged in `metrics.jsonl`, joined by `run_summary.json`'s
+    `heldout_history` (the evaluations before and after training; a resumed run's summary holds only those since
+    the resume, while metrics.jsonl keeps the earlier ones)."""
+    points = dict(_metric_curve(run_dir, "heldout/reward"))
+    summary_path = run_dir / run_files.RUN_SUMMARY
+    if summary_path.exists():
+        history = _read_json(summary_path).get("heldout_history") or []
+        points.update({int(h["step"]): float(h["heldout/reward"]) for h in history
+                       if h.get("heldout/reward") is not None})
+    return sorted(points.items())
+
+
+def _metric_curve(run_dir: Path, name: str) -> list[tuple[int, float]]:
+    path = run_dir / run_files.METRICS
+    if not path.exists():
+        return []
+    points = {}
+    for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RunDirError(f"{path}: line {line_no} is not valid JSON ({err.msg})") from None
+        if row.get(name) is not None and "step" in row:
+            points[int(row["step"])] = float(row[name])
+    return sorted(points.items())
+
+
+def _metric_directions(run_dir: Path) -> dict[str, str]:
+    """`eval_summary.json`'s `metric_directions` (an evaluation written before they were recorded: score only)."""
+    path = run_dir / run_files.EVAL_SUMMARY
+    summary = _read_json(path) if path.exists() else {}
+    return dict(summary.get("metric_directions") or {"score": "higher"})
+
+
+def load_run(spec: str) -> ComparedRun:
+    """A run from `DIR` or `NAME=DIR` (the name shown in reports; default: the directory name)."""
+    name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such directory")
+    name = name or run_dir.name
+    meta = _read_json(run_dir / WORKFLOW_RUN_FILE) if (run_dir / WORKFLOW_RUN_FILE).exists() else {}
+    match = _SEED_SUFFIX.search(run_dir.name)
+    group = meta.get("group") or (_SEED_SUFFIX.sub("", run_dir.name) if match else name)
+    seed = meta.get("seed", int(match.group(1)) if match else None)
+    return ComparedRun(
+        name=name,
+        path=run_dir,
+        group=group,
+        seed=seed,
+        episodes=read_episodes(run_dir),
+        heldout_history=heldout_history(run_dir),
+        train_curve=_metric_curve(run_dir, "reward"),
+        metric_directions=_metric_directions(run_dir),
+    )

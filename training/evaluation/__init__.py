@@ -1,0 +1,1 @@
+"""Evaluation: the episode record, held-out evaluation during training, the task registry."""

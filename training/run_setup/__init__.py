@@ -1,0 +1,1 @@
+"""Recipe and run setup: the config, strict flags, models, prompt datasets, input checks, the warm start."""

@@ -1,0 +1,110 @@
+"""Supervised warm start on multi-turn tool-call traces, so GRPO begins from an agent that succeeds sometimes.
+
+Each row's reference calls are run in a fresh environment; the trace (prompt, assistant tool call, tool result,
+final answer) is rendered with the chat template GRPO samples with (TRL's prefix-preserving training template
+when the tokenizer's own is not prefix-preserving) and the tools in the system prompt, and the loss is on the
+assistant tokens only (the template's generation mask). Cached like `training.run_setup.warm_start`.
+
+`tool_call_rate` < 1 imitates a weaker teacher: every row also appears as a lazy trace (the prompt answered with
+the final answer and no tool call), so that the warm-started policy acts on about that share of prompts, any prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+
+from training.evaluation.tool_episodes import environment_tools
+from training.run_setup.models import cache_root
+from training.run_setup.warm_start import _cache_key, fine_tune_cached
+
+
+FINAL_ANSWER = "Done."  # the last assistant turn of every trace, and the whole of a lazy one
+
+
+def sampling_chat_template(tokenizer) -> str | None:
+    """The template TRL's GRPOTrainer renders tool conversations with (None: the tokenizer's own)."""
+    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
+
+
+def reference_trace(row: dict, tool_results: list[str]) -> list[dict]:
+    """The full conversation that solves `row`: its prompt, one assistant turn per reference call (each followed
+    by its tool result), and the final answer. `tool_results` are what the environment returned for each call."""
+    calls = json.loads(row["reference_calls_json"])
+    if len(calls) != len(tool_results):
+        raise ValueError(f"{len(calls)} reference calls but {len(tool_results)} tool results")
+    messages = list(row["prompt"])
+    for call, result in zip(calls, tool_results, strict=True):
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
+        messages.append({"role": "tool", "name": call["name"], "content": result})
+    messages.append({"role": "assistant", "content": FINAL_ANSWER})
+    return messages
+
+
+def encode_trace(
+    tokenizer, row: dict, env_factory, chat_template: str | None, template_kwargs: dict, lazy: bool = False
+):
+    """(input_ids, labels) of one row's reference trace, or with `lazy` of the prompt answered without any tool
+    call; labels are -100 outside assistant turns."""
+    env = env_factory()
+    observation = env.reset(**row)
+    tools = environment_tools(env)
+    if isinstance(observation, str):  # as TRL does: reset's text is appended to the prompt's last message
+        row = {**row, "prompt": [*row["prompt"][:-1], {**row["prompt"][-1],
+                                                       "content": row["prompt"][-1]["content"] + observation}]}
+    if lazy:
+        messages = [*row["prompt"], {"role": "assistant", "content": FINAL_ANSWER}]
+    else:
+        results = [str(tools[c["name"]](**c["arguments"])) for c in json.loads(row["reference_calls_json"])]
+        messages = reference_trace(row, results)
+    out = tokenizer.apply_chat_template(
+        messages,
+        tools=list(tools.values()),
+        chat_template=chat_template,
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+        **template_kwargs,
+    )
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    if not any(mask):
+        raise ValueError("the chat template marks no assistant tokens ({% generation %}); cannot warm start on traces")
+    return ids, [t if m else -100 for t, m in zip(ids, mask, strict=True)]
+
+
+def trace_warm_start(
+    model_path: str,
+    rows: list[dict],
+    env_factory,
+    steps: int,
+    lr: float = 3e-3,
+    batch_size: int = 8,
+    seed: int = 0,
+    template_kwargs: dict | None = None,
+    tool_call_rate: float = 1.0,
+    show_progress: bool = True,
+) -> str:
+    """Return the directory of `model_path` fine-tuned for `steps` steps on the rows' tool-call traces; cached.
+
+    `tool_call_rate` is the share of traces that call tools, rounded to the nearest fraction a/b with b <= 8 (and
+    at least 1/8): each row then appears as a acting and b - a lazy traces."""
+    if not 0.0 < tool_call_rate <= 1.0:
+        raise ValueError(f"warm_start_tool_call_rate={tool_call_rate} must be in (0, 1]")
+    template_kwargs = template_kwargs or {}
+    ratio = max(Fraction(tool_call_rate).limit_denominator(8), Fraction(1, 8))
+    acting, lazy = ratio.numerator, ratio.denominator - ratio.numerator
+    extra = {"traces": repr(env_factory), **({"lazy": [acting, lazy]} if lazy else {})}
+    key = _cache_key(model_path, rows, steps, lr, seed, {**template_kwargs, **extra}, batch_size)
+
+    def encode(tokenizer) -> list[tuple[list[int], list[int]]]:
+        chat_template = sampling_chat_template(tokenizer)
+        return [
+            encode_trace(tokenizer, r, env_factory, chat_template, template_kwargs, lazy=is_lazy)
+            for r in rows
+            for is_lazy in [False] * acting + [True] * lazy
+        ]
+
+    out = cache_root() / "warm_start_tools" / key
+    return fine_tune_cached(model_path, out, encode, steps, lr, batch_size, seed, show_progress=show_progress)

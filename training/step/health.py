@@ -1,0 +1,160 @@
+"""Health detectors for the failures that make a broken RL run look like a working one.
+
+Each logged training step is checked for:
+- `health/zero_loss`: the loss is exactly 0 and no gradient flows (every advantage is 0: all rewards equal in every
+  group, a reward function returning constants, or a masked-out batch);
+- `health/all_groups_zero_std`: every group's rewards are equal, so the step carries no learning signal;
+- `health/ratio_pinned`: on a reuse pass of a generation batch (`num_iterations > 1`) the PPO ratio is exactly 1 with
+  zero spread, i.e. the "old" log-probs were recomputed with the current policy;
+- `health/nonfinite_loss`: the loss or the gradient norm is NaN or infinite (non-finite loss or gradient);
+- `health/grad_spike`: the gradient norm is finite but more than `grad_spike_factor` (k) times the median of the
+  last `GRAD_WINDOW` finite, non-zero gradient norms, once at least `grad_spike_warmup` of those were seen (steps
+  without any signal have a gradient norm of exactly 0 and are left out of the median).
+Each detection is counted in the step's logs (1.0 or 0.0, so `metrics.jsonl` shows every step). When one persists
+for `health_patience` consecutive logged steps (`health/nonfinite_loss`: at once) and `strict_health` is on, the run
+stops with a message that says what is wrong and where to look, after saving a checkpoint
+(`training.outputs.checkpoints.train_saving_on_stop`). Under `strict_health` a non-finite gradient is caught before the
+optimizer applies it (`on_pre_optimizer_step`), so the checkpoint saved holds the last finite weights.
+
+Streaks and the gradient-norm window are rebuilt from the checkpoint's log history on resume.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections import defaultdict, deque
+
+import torch
+from transformers import TrainerCallback
+
+from training.outputs.checkpoints import SaveBeforeStopping
+
+logger = logging.getLogger(__name__)
+
+GRAD_WINDOW = 20  # finite, non-zero gradient norms the spike detector's median is taken over
+
+
+class RunHealthError(SaveBeforeStopping, RuntimeError):
+    """A health detector fired for `health_patience` consecutive steps (a non-finite loss: once) under
+    `strict_health`."""
+
+
+ADVICE = {
+    "health/zero_loss": "the loss is exactly 0 and the gradient norm is 0: every advantage is 0. Check that the "
+    "reward functions return varied scores (rewards/*/std in metrics.jsonl) and that the loss mask is not empty",
+    "health/all_groups_zero_std": "every group's rewards are identical (frac_reward_zero_std = 1): GRPO has no signal. "
+    "Check the reward functions, raise num_generations or temperature, or enable dynamic sampling",
+    "health/ratio_pinned": "the PPO ratio is exactly 1.0 with zero spread on a reuse pass: the old log-probs were "
+    "recomputed with the current policy. Keep PPO_RECORD_AT_SAMPLE=1",
+    "health/nonfinite_loss": "the loss or the gradient norm is NaN or infinite. Check the rewards (rewards/nan_count, "
+    "huge values), lower learning_rate, keep max_grad_norm > 0, and use fp32 or bf16 rather than fp16",
+    "health/grad_spike": "the gradient norm jumped above grad_spike_factor times the median of the recent ones. Check "
+    "the rewards' scale (rewards/*/std), lower learning_rate, or raise grad_spike_factor if such jumps are expected",
+}
+IMMEDIATE = ("health/nonfinite_loss",)  # stop at the first occurrence under strict_health
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def detect(
+    logs: dict,
+    reuse_pass: bool,
+    recent_grad_norms: list[float] | tuple[float, ...] = (),
+    spike_factor: float = 10.0,
+    spike_warmup: int = 5,
+) -> dict[str, bool]:
+    """Which detectors fire for one training-step log. Pure: tested alone.
+
+    `recent_grad_norms`: the finite, non-zero gradient norms of the steps before this one (at most `GRAD_WINDOW`);
+    `spike_factor` 0 disables the spike detector."""
+    loss, grad_norm = logs.get("loss"), logs.get("grad_norm")
+    recent = [g for g in recent_grad_norms if _finite(g) and g > 0][-GRAD_WINDOW:]
+    spike = (
+        spike_factor > 0
+        and _finite(grad_norm)
+        and len(recent) >= max(spike_warmup, 1)
+        and grad_norm > spike_factor * statistics.median(recent)
+    )
+    return {
+        "health/zero_loss": loss == 0.0 and grad_norm == 0.0,
+        "health/all_groups_zero_std": logs.get("frac_reward_zero_std") == 1.0,
+        "health/ratio_pinned": reuse_pass and logs.get("ratio/std") == 0.0 and logs.get("ratio/mean") == 1.0,
+        "health/nonfinite_loss": any(v is not None and not _finite(v) for v in (loss, grad_norm)),
+        "health/grad_spike": bool(spike),
+    }
+
+
+def nonfinite_gradients(model) -> int:
+    """How many parameter tensors of `model` hold a NaN or infinite gradient."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return 0
+    return int(torch.stack([~torch.isfinite(g).all() for g in grads]).sum().item())
+
+
+class HealthMonitorCallback(TrainerCallback):
+    """Adds the detector values to each training-step log; when one persists under `strict_health` it leaves a
+    `RunHealthError` in `self.error` for the trainer to raise once the log line has been written. Under
+    `strict_health` it also raises before an optimizer step whose gradient is not finite."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.streaks: dict[str, int] = defaultdict(int)
+        self.grad_norms: deque[float] = deque(maxlen=GRAD_WINDOW)
+        self.error: RunHealthError | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """On resume, rebuild the streaks and the gradient-norm window from the checkpoint's log history."""
+        self.streaks.clear()
+        self.grad_norms.clear()
+        for logs in state.log_history:
+            if "loss" not in logs:
+                continue
+            for name in ADVICE:
+                if name in logs:
+                    self.streaks[name] = self.streaks[name] + 1 if logs[name] else 0
+            self._remember(logs.get("grad_norm"))
+
+    def _remember(self, grad_norm) -> None:
+        if _finite(grad_norm) and grad_norm > 0:
+            self.grad_norms.append(float(grad_norm))
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        if not args.strict_health or model is None:
+            return
+        bad = nonfinite_gradients(model)
+        if bad:
+            raise RunHealthError(
+                f"health/nonfinite_loss: the gradient of step {state.global_step + 1} is NaN or infinite in {bad} "
+                f"parameter tensor(s); the update was not applied, so a checkpoint of step {state.global_step} holds "
+                f"the last finite weights: {ADVICE['health/nonfinite_loss']}. Set strict_health=false to only warn."
+            )
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "loss" not in logs:
+            return
+        fired = detect(
+            logs,
+            reuse_pass=self.trainer.is_reuse_pass(),
+            recent_grad_norms=list(self.grad_norms),
+            spike_factor=args.grad_spike_factor,
+            spike_warmup=args.grad_spike_warmup,
+        )
+        self._remember(logs.get("grad_norm"))
+        for name, hit in fired.items():
+            logs[name] = float(hit)
+            self.streaks[name] = self.streaks[name] + 1 if hit else 0
+            if hit:
+                logger.warning("step %d: %s", state.global_step, ADVICE[name])
+            patience = 1 if name in IMMEDIATE else args.health_patience
+            if hit and args.strict_health and self.streaks[name] >= patience and self.error is None:
+                streak = self.streaks[name]
+                when = f"for {streak} consecutive steps (up to" if streak > 1 else "(at"
+                self.error = RunHealthError(
+                    f"{name} fired {when} step {state.global_step}): {ADVICE[name]}. Set strict_health=false to only "
+                    "warn."
+                )

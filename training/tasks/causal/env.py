@@ -1,0 +1,408 @@
+"""The intervention environment: a TRL `environment_factory` class whose tools sample a seeded SCM.
+
+TRL constructs the class with no arguments, calls `reset(**row)` before each rollout (the returned text is appended
+to the prompt's last user message) and exposes every public method except `reset`/`get_reward` as a tool, its JSON
+schema read from the type hints and the docstring. So the class has exactly two public methods, `intervene` and
+`observe`; everything else is private or an attribute.
+
+Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
+episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
+frozen): the reply to the model is the sampled rows (one decimal), the calls left, and the surrogate's belief after
+those rows (`training.tasks.causal.belief`: per settable variable, P(parent of the target) and the posterior's
+E[target | do] at its best setting with its sd, the best last). Reset's text ends with the belief after the initial
+rows. A frozen surrogate's line never changes. A call the
+environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
+variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
+it samples nothing, updates nothing and uses no budget.
+
+Every call is recorded (`StepRecord`): the call, its validity, the text returned, the posterior entropy before and
+after, the information gain (their difference), the target's sampled value and, for interventions, E[target | do]
+and the regret after the call. Regret = optimum - best E[target | do] reached so far (mirrored for goal "min"),
+where the best starts at E[target] without intervention and the result is clipped at 0. The EXPECTED value is used,
+not the noisy sampled target: the policy controls which distribution it samples, not the noise, so rewarding the
+sample would reward luck and make regret negative by chance; the expectation is exact for the linear family.
+
+Rows (`training.tasks.causal.splits`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
+samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
+common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
+sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the
+budget, a short summary of the initial rows (the sample correlation of the target with every other variable,
+`data_summary`) and the belief line.
+
+`episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
+`surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from training.tasks.causal.belief import Belief, belief_rng
+from training.tasks.causal.structure_metrics import parent_f1
+from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
+from training.tasks.causal.scm.scm_checks import check_scm
+from training.tasks.causal.surrogates.surrogate import ParentPosterior
+
+# The one default of every row, command and baseline (training.tasks.causal.splits, training.tasks.causal.scm_rows): 6 calls
+# after 10 observational rows. A 6-call episode of the tiny Qwen3 is ~600 tokens; 20 would not fit its 1024-token
+# context, and shorter episodes give each call's credit a clearer signal.
+DEFAULT_BUDGET = 6
+DEFAULT_INITIAL_SAMPLES = 10
+OBSERVE_ROWS = 3
+LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
+LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
+SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s names; "exact" is the default
+SAMPLED_SURROGATES = ("exact", "additive")  # posteriors with draws: what greedy EIG and the structure reward need
+INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
+                 "budget_exceeded")
+
+
+class EpisodeError(ValueError):
+    """A row the environment cannot start an episode from; the message names the field."""
+
+
+@dataclass
+class StepRecord:
+    tool: str
+    arguments: dict
+    valid: bool
+    outcome: str
+    error_kind: str | None = None
+    entropy_before: float | None = None
+    entropy_after: float | None = None
+    info_gain: float = 0.0
+    target_value: float | None = None  # the sampled target (mean of the rows for observe)
+    expected_target: float | None = None  # E[target | do] (interventions only)
+    regret: float | None = None  # after this call
+    intervention: tuple[str, float] | None = None  # the checked do(variable = value); None for observe / refused
+    rows: np.ndarray | None = None  # what the call sampled (valid calls)
+    mask: np.ndarray | None = None  # which entries of `rows` were set by the intervention
+    posterior_before: ParentPosterior | None = None  # valid calls, once the surrogate has seen `rows`
+    posterior_after: ParentPosterior | None = None
+    call_index: int | None = None  # valid calls before this one: keys its lookahead, shared by a GRPO group
+    expected_info_gain: float | None = None  # the entropy drop the posterior expects of this call (`_look_ahead`)
+
+
+@dataclass
+class EpisodeRecord:
+    scm: SCM
+    budget: int
+    initial_entropy: float
+    initial_expected: float  # E[target] without intervention, where "best so far" starts
+    optimum: float
+    steps: list[StepRecord] = field(default_factory=list)
+    invalid: Counter = field(default_factory=Counter)
+    final_posterior: ParentPosterior | None = None
+    initial_posterior: ParentPosterior | None = None  # after reset's observational rows
+    surrogate_updates: int = 0
+    reset_text: str = ""  # what reset returned (appended to the prompt)
+
+    @property
+    def used(self) -> int:
+        return sum(s.valid for s in self.steps)
+
+    @property
+    def best_expected(self) -> float:
+        vals = [s.expected_target for s in self.steps if s.valid and s.expected_target is not None]
+        best = self.initial_expected
+        for v in vals:
+            if self.scm.better(v, best):
+                best = v
+        return best
+
+    @property
+    def regret(self) -> float:
+        gap = self.optimum - self.best_expected if self.scm.goal == "max" else self.best_expected - self.optimum
+        return max(0.0, gap)
+
+    @property
+    def info_gain(self) -> float:
+        return float(sum(s.info_gain for s in self.steps if s.valid))
+
+    @property
+    def final_entropy(self) -> float:
+        valid = [s for s in self.steps if s.valid]
+        return valid[-1].entropy_after if valid else self.initial_entropy
+
+    @property
+    def parent_f1(self) -> float:
+        if self.final_posterior is None:
+            raise ValueError("parent_f1: the episode has no posterior")
+        return parent_f1(self.final_posterior.map_set(), self.scm.parents())
+
+    def metrics(self) -> dict[str, float]:
+        """This episode's values of the causal metrics (names as in the metric contract)."""
+        return {
+            "causal/info_gain": self.info_gain,
+            "causal/posterior_entropy": self.final_entropy,
+            "causal/regret": self.regret,
+            "causal/parent_f1": self.parent_f1,
+            "causal/invalid_calls": float(sum(self.invalid.values())),
+            "surrogate/updates": float(self.surrogate_updates),
+        }
+
+
+def format_rows(variables: list[str], rows: np.ndarray) -> str:
+    """One line per row, `X0=1.2 X1=-0.3 ...` (one decimal: the model reads these; the surrogate gets the floats)."""
+    return "\n".join(" ".join(f"{v}={x:.1f}" for v, x in zip(variables, row)) for row in rows)
+
+
+def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
+    """Reset's text: the budget and, over the initial observational rows, the sample correlation of the target
+    with every other variable (`+0.6`; 0 where a column is constant or there are fewer than 2 rows)."""
+    t = scm.index[scm.target]
+    parts = []
+    for v in scm.variables:
+        if v == scm.target:
+            continue
+        r = 0.0
+        if len(rows) >= 2:
+            a, b = rows[:, scm.index[v]], rows[:, t]
+            sa, sb = a.std(), b.std()
+            if sa > 0 and sb > 0:
+                r = float(np.mean((a - a.mean()) * (b - b.mean())) / (sa * sb))
+        parts.append(f"{v} {r:+.1f}")
+    text = f" Budget: {budget} calls."
+    if len(rows):
+        text += f" {len(rows)} samples, correlation with {scm.target}: {', '.join(parts)}."
+    return text
+
+
+def episode_settings(scm_json, seed, budget, initial_samples, target, row: dict) -> tuple[SCM, int, int]:
+    """(SCM, budget, initial samples) of a row's fields, or `EpisodeError` naming the field."""
+    if scm_json is None:
+        raise EpisodeError(f"causal row needs 'scm_json' (columns: {sorted(['seed', *row])})")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise EpisodeError(f"causal row needs an int 'seed' for the episode's sampling, got {seed!r}")
+    budget = DEFAULT_BUDGET if budget is None else budget
+    initial = DEFAULT_INITIAL_SAMPLES if initial_samples is None else initial_samples
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise EpisodeError(f"row 'budget' must be an int >= 1, got {budget!r}")
+    if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
+        raise EpisodeError(f"row 'initial_samples' must be an int >= 0, got {initial!r}")
+    if not isinstance(scm_json, str):
+        raise EpisodeError(f"row 'scm_json' must be the SCM as JSON text, got a {type(scm_json).__name__}")
+    try:
+        scm = scm_from_json(scm_json)
+    except json.JSONDecodeError as err:
+        raise EpisodeError(f"row 'scm_json' is not valid JSON ({err.msg} at character {err.pos})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # SCMError, ExpressionError, a malformed spec
+        raise EpisodeError(f"row 'scm_json' is not an SCM we can build: {type(err).__name__}: {err}") from None
+    if target is not None and target != scm.target:
+        raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {scm.target!r}")
+    return scm, budget, initial
+
+
+@lru_cache(maxsize=1024)
+def scm_from_json(text: str) -> SCM:
+    """The SCM of a row, parsed once per process: its optimum and reward normaliser (nonlinear SCMs: a numerical
+    search of about a second) are cached on the object and shared by every episode on that row. Treat as read-only."""
+    return SCM.from_json(text)
+
+
+def build_surrogate(kind: str, variables: list[str], target: str):
+    if kind == "exact":
+        from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
+
+        return ExactSurrogate(variables, target)
+    if kind == "additive":
+        from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogate
+
+        return AdditiveSurrogate(variables, target)
+    if kind == "learned":
+        from training.tasks.causal.surrogates.learned_surrogate import LearnedSurrogate
+
+        return LearnedSurrogate(variables, target)
+    if kind == "noop":
+        from training.tasks.causal.surrogates.noop_surrogate import NoopSurrogate
+
+        return NoopSurrogate(variables, target)
+    raise ValueError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")
+
+
+class CausalEnv:
+    """One episode of interventions on a seeded SCM (see module docstring). Configure via `make_causal_env`."""
+
+    surrogate_kind = "exact"
+    active = True  # False: the surrogate is frozen (never updated)
+
+    def __init__(self):
+        self.scm: SCM | None = None
+        self._surrogate = None
+        self._record: EpisodeRecord | None = None
+        self._rng: np.random.Generator | None = None
+        self._last_posterior: ParentPosterior | None = None
+        self._last_entropy: float | None = None
+        self._belief: Belief | None = None
+
+    @property
+    def record(self) -> EpisodeRecord | None:
+        return self._record
+
+    @property
+    def surrogate(self):
+        return self._surrogate
+
+    @property
+    def episode_metrics(self) -> dict[str, float]:
+        """The episode's causal metrics (`causal/*`, `surrogate/updates`), logged by the trainer as batch means. A
+        property, not a method: TRL would offer a public method to the model as a tool."""
+        return self.record.metrics()
+
+    @property
+    def belief(self) -> Belief | None:
+        """The belief the last reply showed (reset's, or the last valid call's); a property, not a tool."""
+        return self._belief
+
+    def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
+              initial_samples: int | None = None, target: str | None = None, **row) -> str:
+        """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
+        surrogate's belief line."""
+        self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
+        self._rng = np.random.default_rng(seed)
+        self._seed = int(seed)
+        self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
+        rows = self.scm.sample(initial, self._rng)
+        if initial and self.active:
+            self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
+        self._last_posterior, self._last_entropy = self._surrogate.posterior(), self._surrogate.entropy()
+        self._record = EpisodeRecord(self.scm, budget, self._last_entropy, self.scm.expected_target(),
+                                     self.scm.optimum().expected, initial_posterior=self._last_posterior)
+        self._sync_record()
+        self._record.reset_text = f"{data_summary(self.scm, rows, budget)} {self._read_belief()}"
+        return self._record.reset_text
+
+    @classmethod
+    def check_row(cls, row: dict) -> None:
+        """Everything `reset` would refuse about `row`, before any work (`training.run_setup.input_checks` calls this for
+        every train and held-out row): its fields, and its SCM built, sampled once at the ends of every range and
+        its optimum computed (`scm_checks`; cached, so the episodes reuse it). Raises `EpisodeError`."""
+        scm_json = row.get("scm_json")
+        settings = {k: row.get(k) for k in ("seed", "budget", "initial_samples", "target")}
+        scm, _, _ = episode_settings(scm_json, **settings, row={k: v for k, v in row.items() if k not in settings})
+        try:
+            check_scm(scm)
+        except SCMError as err:
+            raise EpisodeError(f"scm_json: {err}") from None
+
+    # ---- tools ----------------------------------------------------------------------------------------------------
+    # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.
+    def intervene(self, variable: str, value: float) -> str:
+        """Set a variable and sample all variables.
+
+        Args:
+            variable: name, e.g. X1
+            value: value within its range
+        """
+        args = {"variable": variable, "value": value}
+        if self._refuse_past_budget("intervene", args):
+            return self._record.steps[-1].outcome
+        try:
+            var, val = self.scm.check_intervention(variable, value)
+        except InterventionError as err:
+            return self._refuse("intervene", args, err.kind, str(err))
+        rows = self.scm.sample(1, self._rng, {var: val})
+        mask = np.zeros_like(rows, dtype=bool)
+        mask[:, self.scm.index[var]] = True
+        return self._accept("intervene", args, rows, mask, self.scm.expected_target({var: val}), (var, val))
+
+    def observe(self) -> str:
+        """Sample all variables without intervening."""
+        if self._refuse_past_budget("observe", {}):
+            return self._record.steps[-1].outcome
+        rows = self.scm.sample(OBSERVE_ROWS, self._rng)
+        return self._accept("observe", {}, rows, np.zeros_like(rows, dtype=bool), None, None)
+
+    # ---- bookkeeping ----------------------------------------------------------------------------------------------
+    def _refuse_past_budget(self, tool: str, args: dict) -> bool:
+        if self._record is None:
+            raise EpisodeError(f"{tool} called before reset")
+        if self._record.used < self._record.budget:
+            return False
+        self._refuse(tool, args, "budget_exceeded", f"budget of {self._record.budget} calls used up")
+        return True
+
+    def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
+        self._record.invalid[kind] += 1
+        self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind))
+        return f"error: {message}"
+
+    def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
+                intervention: tuple[str, float] | None) -> str:
+        left = self._record.budget - self._record.used - 1
+        text = f"{format_rows(self.scm.variables, rows)}\n({left} calls left)"
+        step = StepRecord(tool, args, True, text, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
+                          expected_target=expected, intervention=intervention, rows=rows, mask=mask,
+                          call_index=self._record.used)
+        self._record.steps.append(step)
+        step.regret = self._record.regret
+        self._learn(step)
+        step.outcome = text = f"{text}\n{self._read_belief()}"
+        return text
+
+    def _learn(self, step: StepRecord) -> None:
+        """The surrogate's work for an accepted call: its expected information gain (against the posterior before
+        the call's rows), the update with those rows, and the record of what the update did. Frozen: the record
+        only."""
+        if self.active:
+            self._look_ahead(step)
+            self._surrogate.update(step.rows, step.mask)
+        self._settle(step)
+
+    def _read_belief(self) -> str:
+        """The surrogate's current belief (`training.tasks.causal.belief`) as the reply's last line, kept as `belief`."""
+        self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates))
+        return self._belief.line()
+
+    def _look_ahead(self, step: StepRecord) -> None:
+        """Record the call's expected information gain, measured against the posterior before its rows: the
+        surrogate's `expected_gain`, with draws keyed by (episode seed, valid-call index), so a GRPO group's
+        rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
+        reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
+        where the surrogate cannot say (the learned one has no `expected_gain`; the exact one needs 2 observational
+        rows per variable); the structure reward then refuses the episode."""
+        expected_gain = getattr(self._surrogate, "expected_gain", None)
+        if expected_gain is None:
+            return
+        rng = np.random.default_rng(np.random.SeedSequence([self._seed, step.call_index, LOOKAHEAD_SEED_KEY]))
+        do = None if step.intervention is None else (self.scm.index[step.intervention[0]], step.intervention[1])
+        step.expected_info_gain = expected_gain(do, step.mask, LOOKAHEAD_DRAWS, rng)
+
+    def _settle(self, step: StepRecord) -> None:
+        """Record what the surrogate's update with `step.rows` did (after it; frozen: that nothing moved)."""
+        step.posterior_before = self._last_posterior
+        step.entropy_before = self._last_entropy
+        self._last_posterior = step.posterior_after = self._surrogate.posterior()
+        self._last_entropy = step.entropy_after = self._surrogate.entropy()
+        step.info_gain = step.entropy_before - step.entropy_after
+        if not self.active:  # a frozen surrogate sees nothing, now or in expectation
+            step.expected_info_gain = 0.0
+        self._sync_record()
+
+    def _sync_record(self) -> None:
+        self._record.final_posterior = self._last_posterior
+        self._record.surrogate_updates = self._surrogate.updates
+
+
+def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
+    """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
+    (`SURROGATES`: "exact" the linear-Gaussian one, "additive" the nonlinear one, "learned", "noop");
+    `active=False` freezes the surrogate (it never updates)."""
+    if surrogate not in SURROGATES:
+        raise ValueError(f"surrogate: must be one of {SURROGATES}, got {surrogate!r}")
+    if not isinstance(active, bool):
+        raise ValueError(f"active: must be a bool, got {active!r}")
+    name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
+    return type(name, (CausalEnv,), {"surrogate_kind": surrogate, "active": active, "__doc__": CausalEnv.__doc__})
+
+
+# Importable frozen variant, for recipes (`environment_factory: training.tasks.causal.env.CausalEnvFrozen`): the old system's
+# failure mode, a surrogate that never learns (its structure and parent rewards are then exactly 0).
+CausalEnvFrozen = make_causal_env("exact", active=False)
+# The additive (nonlinear) surrogate, for recipes (`environment_factory: training.tasks.causal.env.CausalEnvAdditive`).
+CausalEnvAdditive = make_causal_env("additive")

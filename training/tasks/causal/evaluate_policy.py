@@ -1,0 +1,147 @@
+"""Evaluate a causal policy on a split's SCMs: per-episode records to JSONL, a summary to stdout.
+
+    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --split heldout --episodes 4 --out RUN_DIR/heldout.jsonl
+    python -m training.tasks.causal.evaluate_policy --model WARM_START_DIR --split heldout --episodes 4 --out ws.jsonl
+    python -m training.tasks.causal.evaluate_policy --baseline greedy_eig --split heldout --episodes 4 --out greedy.jsonl
+    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --frozen --out RUN_DIR/heldout_frozen.jsonl
+    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --scm my_scm.yaml --budget 6 --episodes 20 \
+        --surrogate additive --out RUN_DIR/my_scm.jsonl
+
+`--model` is a model directory (the tiny Qwen3, a warm start), a LoRA run's output directory (its adapter is loaded
+on the base named in `adapter_config.json`), or a name `training.run_setup.models.resolve_model_path` knows; `--adapter`
+names a LoRA adapter explicitly. The episodes: `--split` (train, heldout, a JSONL file of rows, or an SCM file) or
+`--scm FILE` (a user's SCM, `training.tasks.causal.scm.user_scm`; episode k of it is the k-th paired episode), with `--budget`
+and `--initial_samples` replacing the rows' (`training.tasks.causal.scm_rows.split_rows`), and `--surrogate` (exact, the
+linear-Gaussian one, by default; additive for nonlinear mechanisms). The sampling settings and length limits come
+from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory):
+temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations, max_tool_calls_per_episode,
+chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding sampled`, the training temperature,
+each episode from its own stream under `--seed`), greedy, or both (the default; records carry `decoding`).
+Episode k of every row uses the same environment seed for every policy (paired; training.tasks.causal.policy_episodes).
+`--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after reset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from training.tasks.causal.baselines import POLICIES
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, write_jsonl
+from training.tasks.causal.results import summary_table
+from training.tasks.causal.reward_components import COMPONENTS
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, split_rows
+from training.run_setup.errors import BadInputError, bad_input_exits
+
+
+RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 720,
+                   "max_tool_calling_iterations": 7, "max_tool_calls_per_episode": 7,
+                   "chat_template_kwargs": {"enable_thinking": False}, "reward_weights": None}
+
+
+def recipe_settings(path: str | None) -> dict:
+    settings = dict(RECIPE_DEFAULTS)
+    if path:
+        recipe = yaml.safe_load(Path(path).read_text()) or {}
+        settings.update({k: recipe[k] for k in RECIPE_DEFAULTS if k in recipe})
+    return settings
+
+
+def load_policy(model: str, adapter: str | None):
+    """(model, tokenizer, description) for `--model` / `--adapter` (see the module docstring)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.run_setup.models import resolve_model_path
+
+    path = Path(model)
+    if adapter is None and (path / "adapter_config.json").exists():
+        adapter, base = str(path), json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+    else:
+        base = resolve_model_path(model)
+    tokenizer = AutoTokenizer.from_pretrained(adapter or base)
+    net = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    if adapter is not None:
+        net = PeftModel.from_pretrained(net, adapter).merge_and_unload()
+    return net, tokenizer, {"base": base, "adapter": adapter}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    with bad_input_exits():
+        return evaluate(argv)
+
+
+def evaluate(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description="Evaluate a causal policy (an LM or a baseline) on a split.")
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--model", help="model dir, LoRA run dir, or model name")
+    who.add_argument("--baseline", choices=list(POLICIES))
+    parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
+    add_episode_source_arguments(parser, episodes=4)
+    parser.add_argument("--out", required=True, help="JSONL file of per-episode records")
+    parser.add_argument("--recipe", default=str(CAUSAL_RECIPE), help="sampling settings and limits")
+    parser.add_argument("--decoding", choices=["sampled", "greedy", "both"], default="both")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sampled episodes (each its own stream under it)")
+    parser.add_argument("--frozen", action="store_true", help="freeze the surrogate (no update after reset)")
+    parser.add_argument("--label", default=None, help="policy name in the records")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+
+    rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
+    rows = rows[: args.limit]
+    if not Path(args.recipe).expanduser().is_file():
+        raise BadInputError(f"--recipe: {args.recipe!r} is not a file")
+    settings = recipe_settings(str(Path(args.recipe).expanduser()))
+    weights = None if settings["reward_weights"] is None else dict(zip(COMPONENTS, settings["reward_weights"],
+                                                                     strict=True))
+    env_factory = make_causal_env(args.surrogate, active=not args.frozen)
+    started = time.time()
+    if args.baseline:
+        label = args.label or args.baseline
+        if args.frozen:
+            raise BadInputError("--frozen applies to LM policies (the baselines read the live surrogate)")
+        runs = [(label, baseline_episodes(args.baseline, rows, args.episodes, args.surrogate, weights=weights))]
+    else:
+        unprompted = [i for i, r in enumerate(rows) if not r.get("prompt")]
+        if unprompted:
+            raise BadInputError(f"{source}: row {unprompted[0]} has no 'prompt', which a language model reads; write "
+                                "rows with prompts by python -m training.tasks.causal.scm_rows, or pass --scm FILE")
+        from training.run_setup.warm_start_tools import sampling_chat_template
+
+        model, tokenizer, source = load_policy(args.model, args.adapter)
+        label = args.label or args.model
+        common = dict(episodes=args.episodes, env_factory=env_factory,
+                      chat_template=sampling_chat_template(tokenizer),
+                      template_kwargs=settings["chat_template_kwargs"],
+                      max_completion_length=settings["max_completion_length"],
+                      max_iterations=settings["max_tool_calling_iterations"],
+                      max_tool_calls=settings["max_tool_calls_per_episode"], policy=label, weights=weights)
+        sampling = {"temperature": settings["temperature"], "top_p": settings["top_p"], "top_k": settings["top_k"]}
+        runs = []
+        if args.decoding in ("sampled", "both"):
+            runs.append(("sampled", lm_episodes(model, tokenizer, rows, sampling=sampling, seed=args.seed, **common)))
+        if args.decoding in ("greedy", "both"):
+            runs.append(("greedy", lm_episodes(model, tokenizer, rows, sampling=None, **common)))
+    records = []
+    for decoding, recs in runs:
+        for r in recs:
+            r.update(decoding=decoding if not args.baseline else "policy", surrogate="frozen" if args.frozen else
+                     "active", surrogate_kind=args.surrogate, split=source)
+        records.extend(recs)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(records, args.out)
+    print(f"{label}: {len(rows)} rows x {args.episodes} episodes of {source}, {args.surrogate} surrogate, "
+          f"{time.time() - started:.0f}s; mean ± std over episodes -> {args.out}")
+    print(summary_table([(label if args.baseline else f"{label} ({decoding})", recs) for decoding, recs in runs]))
+    return records
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,54 @@
+"""The causal task's entries in the generic registries: its tiny model and its held-out evaluation during training
+(`training.run_setup.task_plugins`), and its evaluation task with the scripted baselines
+(`training.evaluation.task_registry`). Listed in pyproject.toml's `strict_grpo.tasks` entry points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from training.run_setup.task_plugins import TrainingEvaluator, register_tiny_model, register_training_evaluator
+
+
+def _resolve_tiny_model(cache: Path, seed: int) -> str:
+    from training.tasks.causal.tiny_model import resolve_causal_model
+
+    return resolve_causal_model(cache, seed)
+
+
+def _applies(trainer) -> bool:
+    from training.tasks.causal.heldout_metrics import is_causal
+
+    return is_causal(trainer)
+
+
+def _evaluate(trainer, rows: list[dict], seed: int):
+    from training.tasks.causal.evaluation_task import as_episode
+    from training.tasks.causal.heldout_metrics import causal_heldout
+
+    values, records = causal_heldout(trainer, rows, seed)
+    sampled = [as_episode(r, seed, sampled=True) for r in records if r["decoding"] == "sampled"]
+    greedy = [as_episode(r, seed, sampled=False) for r in records if r["decoding"] == "greedy"]
+    return values, sampled, greedy
+
+
+def _register_evaluation() -> None:
+    from training.evaluation.task_registry import EvalTask, register
+    from training.tasks.causal import evaluation_task
+
+    register(EvalTask(
+        name="causal",
+        description="episodes on held-out SCMs: weighted reward, final regret, parent F1, information gain",
+        applies=evaluation_task.applies,
+        evaluate=evaluation_task.evaluate,
+        priority=10,  # before the generic environment task, which would score goal success
+        baselines={name: (lambda spec, name=name: name) for name in evaluation_task.POLICIES},
+        metric_directions=dict(evaluation_task.METRIC_DIRECTIONS),
+    ))
+
+
+register_tiny_model("tiny-qwen3-causal", _resolve_tiny_model)
+register_training_evaluator(TrainingEvaluator(
+    name="causal", applies=_applies, evaluate=_evaluate,
+    metric_directions={"regret": "lower", "parent_f1": "higher", "info_gain": "higher"},
+))
+_register_evaluation()

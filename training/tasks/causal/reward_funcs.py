@@ -1,0 +1,54 @@
+"""The causal job's four reward components as TRL reward functions.
+
+Each is called by `GRPOTrainer` once per generation batch with `environments=[...]`, the `CausalEnv` instance of
+every rollout (TRL passes them to every reward function of an `environment_factory` run), and returns one float per
+rollout: that episode's component reward (`training.tasks.causal.reward_components.episode_rewards`). Their `__name__`s are exactly
+`optimization`, `structure`, `parent`, `exploration`, so TRL logs `rewards/<name>/mean` and `rewards/<name>/std`
+(the metric contract); the recipe weighs them with `reward_weights`, in this order:
+
+    reward_funcs: [training.tasks.causal.reward_funcs.optimization, training.tasks.causal.reward_funcs.structure,
+                   training.tasks.causal.reward_funcs.parent, training.tasks.causal.reward_funcs.exploration]
+    reward_weights: [1.0, 0.5, 0.3, 0.1]
+"""
+
+from __future__ import annotations
+
+from training.tasks.causal.reward_components import COMPONENTS, episode_rewards
+
+
+def episode_components(record) -> dict[str, float]:
+    """`episode_rewards(record)`, computed once per finished episode: the four reward functions each ask for it, and
+    the optimization term of a nonlinear SCM is a Monte-Carlo estimate per call. Keyed by the episode's number of
+    calls (refused ones are steps too), so a record that grew since is scored again."""
+    key = len(record.steps)
+    cached = getattr(record, "_components", None)
+    if cached is None or cached[0] != key:
+        cached = record._components = (key, episode_rewards(record))
+    return cached[1]
+
+
+def _component(name: str):
+    def reward(completions, environments=None, **kwargs) -> list[float]:
+        if environments is None:
+            raise ValueError(f"reward {name!r} reads the episodes from TRL's `environments` kwarg; run it with "
+                             "environment_factory=training.tasks.causal.env.CausalEnv (or make_causal_env(...))")
+        if len(environments) != len(completions):
+            raise ValueError(f"reward {name!r}: {len(environments)} environments for {len(completions)} completions")
+        for i, env in enumerate(environments):
+            if not hasattr(env, "record") or env.record is None:
+                raise ValueError(f"reward {name!r}: rollout {i}'s environment {type(env).__name__} has no causal "
+                                 "episode record (reset not called, or not a CausalEnv)")
+        return [episode_components(env.record)[name] for env in environments]
+
+    reward.__name__ = reward.__qualname__ = name
+    reward.__doc__ = f"The episode's `{name}` component (training.tasks.causal.reward_components), one float per rollout."
+    return reward
+
+
+optimization = _component("optimization")
+structure = _component("structure")
+parent = _component("parent")
+exploration = _component("exploration")
+
+REWARD_FUNCS = [optimization, structure, parent, exploration]
+assert tuple(f.__name__ for f in REWARD_FUNCS) == COMPONENTS

@@ -1,0 +1,1 @@
+"""Structural causal models: seeded families, users' own SCMs, checks, the optimum."""

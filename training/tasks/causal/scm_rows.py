@@ -1,0 +1,177 @@
+"""Episode rows from users' own SCMs, and the rows every causal command plays (a split or an SCM file).
+
+A row is what `CausalEnv.reset` starts an episode from (`training.tasks.causal.splits.scm_row`: the SCM as JSON, its
+prompt, the episode seed, the budget and the initial observational samples). This module turns SCM files (the
+YAML format of `training.tasks.causal.scm.user_scm`) or a user's SCM generator into train and held-out rows:
+
+    python -m training.tasks.causal.scm_rows --scm examples/scms/cbo_toy.yaml --out DIR [--train 64 --heldout 8]
+    python -m training.tasks.causal.scm_rows --scm a.yaml b.yaml c.yaml --heldout_scm d.yaml --out DIR
+    python -m training.tasks.causal.scm_rows --generator my_pkg.my_module:make_scm --out DIR   # make_scm(seed) -> SCM
+
+writes DIR/train.jsonl and DIR/heldout.jsonl. Train row i plays SCM i mod (number of SCMs) with episode seed i;
+held-out row i plays held-out SCM i mod ... with seed `HELDOUT_SEED_OFFSET` + i (disjoint from the train seeds). With
+one SCM file, train and held-out rows are episodes of the same SCM with different noise; `--heldout_scm` holds
+other SCMs out; a generator is called with seed i for train row i and `HELDOUT_SEED_OFFSET` + i for held-out row i.
+`--expert` adds the train rows' `reference_calls_json` (the bundled task's expert, what the tool-trace warm
+start imitates). Budget and initial samples default to `training.tasks.causal.env.DEFAULT_BUDGET` and
+`DEFAULT_INITIAL_SAMPLES`, as everywhere. Relative paths are read from the working directory.
+
+`split_rows` is what the evaluation and baseline commands call for `--split` / `--scm`: "train" or "heldout" (the
+bundled splits), a JSONL file of rows, or an SCM file (`.yaml` / `.yml`, one row: episode k of it is the k-th
+paired episode, `training.tasks.causal.baselines.environment_seed`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
+from training.tasks.causal.scm.scm import SCM
+from training.tasks.causal.scm.user_scm import UserSCMError, load_user_scm
+from training.run_setup.prompt_datasets import load_rows, write_split_files
+from training.run_setup.errors import BadInputError, bad_input_exits
+
+HELDOUT_SEED_OFFSET = 100_000
+CAUSAL_RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "causal_cpu.yaml"  # whatever the working directory
+SCM_SUFFIXES = (".yaml", ".yml")
+ROW_COLUMNS = ("scm_json", "seed")  # what an episode needs; the prompt only an LM policy reads
+
+
+def load_scm_file(path: str | Path) -> SCM:
+    """The SCM of a user's file, the path read from the working directory."""
+    return load_user_scm(Path(path).expanduser().resolve())
+
+
+def scm_generator(spec: str):
+    """The callable of `module:function` (a user's SCM family: function(seed) -> SCM)."""
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise BadInputError(f"--generator: expected module:function, got {spec!r}")
+    from training.run_setup.input_checks import import_object  # heavy (PEFT, transformers): only when a generator is named
+
+    return import_object(f"{module}.{name}", "--generator")
+
+
+def generated_scm(fn, seed: int, spec: str) -> SCM:
+    scm = fn(seed)
+    if not isinstance(scm, SCM):
+        raise BadInputError(f"--generator: {spec}({seed}) returned a {type(scm).__name__}, not a "
+                            "training.tasks.causal.scm.scm.SCM")
+    return scm
+
+
+def episode_rows(scms: list[SCM], n: int, seed_offset: int, budget: int, initial_samples: int,
+                 expert: bool = False) -> list[dict]:
+    """n rows: row i plays scms[i mod len(scms)] with episode seed seed_offset + i."""
+    from training.tasks.causal.splits import expert_calls, scm_row
+
+    rows = []
+    for i in range(n):
+        row = scm_row(scms[i % len(scms)], seed=seed_offset + i, budget=budget, initial_samples=initial_samples)
+        if expert:
+            row["reference_calls_json"] = json.dumps(expert_calls(row))
+        rows.append(row)
+    return rows
+
+
+def check_counts(budget: int | None, initial_samples: int | None) -> tuple[int, int]:
+    """The budget and initial samples of a command (`None`: the defaults), refused unless budget >= 1, initial >= 0."""
+    budget = DEFAULT_BUDGET if budget is None else budget
+    initial = DEFAULT_INITIAL_SAMPLES if initial_samples is None else initial_samples
+    if budget < 1:
+        raise BadInputError(f"--budget: must be >= 1, got {budget}")
+    if initial < 0:
+        raise BadInputError(f"--initial_samples: must be >= 0, got {initial}")
+    return budget, initial
+
+
+def add_episode_source_arguments(parser, episodes: int) -> None:
+    """The options every causal evaluation command takes for where its episodes come from (`split_rows` reads
+    them): --split, --scm, --budget, --initial_samples, --surrogate, --episodes (default `episodes`), --limit."""
+    from training.tasks.causal.env import SAMPLED_SURROGATES
+
+    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
+                                                      "SCM file (.yaml)")
+    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
+    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
+    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
+                                                                           "the rows')")
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
+                        help="the environment's surrogate (additive: nonlinear mechanisms)")
+    parser.add_argument("--episodes", type=int, default=episodes, help="episodes per row (environment seeds "
+                                                                       "0..N-1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+
+
+def split_rows(split: str | None, scm: str | None, budget: int | None = None,
+               initial_samples: int | None = None) -> tuple[list[dict], str]:
+    """(rows, description) for a command's `--split` / `--scm`; `budget` / `initial_samples`, where given, replace
+    every row's. An SCM file gives one row (seed `HELDOUT_SEED_OFFSET`), its episodes the paired episode seeds."""
+    from training.tasks.causal.splits import DATA_DIR
+
+    if scm is not None and split is not None:
+        raise BadInputError("--scm and --split: give one of them")
+    if scm is None and split is not None and Path(split).suffix in SCM_SUFFIXES:
+        scm, split = split, None
+    if scm is not None:
+        b, i = check_counts(budget, initial_samples)
+        try:
+            model = load_scm_file(scm)
+        except UserSCMError as err:
+            raise BadInputError(f"--scm: {err}") from None
+        return episode_rows([model], 1, HELDOUT_SEED_OFFSET, b, i), str(Path(scm).expanduser().resolve())
+    split = split or "heldout"
+    path = DATA_DIR / f"{split}.jsonl" if split in ("train", "heldout") else Path(split).expanduser().resolve()
+    rows = load_rows(path, required=ROW_COLUMNS)
+    if budget is not None or initial_samples is not None:
+        b, i = check_counts(budget, initial_samples)
+        rows = [{**r, **({"budget": b} if budget is not None else {}),
+                 **({"initial_samples": i} if initial_samples is not None else {})} for r in rows]
+    return rows, str(path)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description="Write train and held-out causal rows from SCM files or a "
+                                                 "generator of SCMs.")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scm", nargs="+", help="SCM file(s) (YAML, training.tasks.causal.scm.user_scm)")
+    source.add_argument("--generator", help="module:function, function(seed) -> training.tasks.causal.scm.scm.SCM")
+    parser.add_argument("--heldout_scm", nargs="+", default=None, help="held-out SCM file(s) (default: --scm's)")
+    parser.add_argument("--out", required=True, help="directory for train.jsonl and heldout.jsonl")
+    parser.add_argument("--train", type=int, default=64, help="train rows")
+    parser.add_argument("--heldout", type=int, default=8, help="held-out rows")
+    parser.add_argument("--budget", type=int, default=None, help=f"calls per episode (default {DEFAULT_BUDGET})")
+    parser.add_argument("--initial_samples", type=int, default=None,
+                        help=f"observational rows at reset (default {DEFAULT_INITIAL_SAMPLES})")
+    parser.add_argument("--expert", action="store_true", help="add the expert's traces to the train rows")
+    args = parser.parse_args(argv)
+    with bad_input_exits():
+        budget, initial = check_counts(args.budget, args.initial_samples)
+        if args.train < 1 or args.heldout < 1:
+            raise BadInputError(f"--train and --heldout: must be >= 1, got {args.train} and {args.heldout}")
+        if args.generator:
+            if args.heldout_scm:
+                raise BadInputError("--heldout_scm: not with --generator (held-out SCMs come from its seeds)")
+            fn = scm_generator(args.generator)
+            train_scms = [generated_scm(fn, i, args.generator) for i in range(args.train)]
+            heldout_scms = [generated_scm(fn, HELDOUT_SEED_OFFSET + i, args.generator) for i in range(args.heldout)]
+        else:
+            try:
+                train_scms = [load_scm_file(p) for p in args.scm]
+                heldout_scms = [load_scm_file(p) for p in args.heldout_scm] if args.heldout_scm else train_scms
+            except UserSCMError as err:
+                raise BadInputError(str(err)) from None
+        train = episode_rows(train_scms, args.train, 0, budget, initial, expert=args.expert)
+        heldout = episode_rows(heldout_scms, args.heldout, HELDOUT_SEED_OFFSET, budget, initial)
+    out = Path(args.out).expanduser().resolve()
+    write_split_files(out, {"train": train, "heldout": heldout})
+    summary = {"train": len(train), "heldout": len(heldout), "dir": str(out), "budget": budget,
+               "initial_samples": initial, "expert": args.expert}
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

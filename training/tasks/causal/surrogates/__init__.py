@@ -1,0 +1,1 @@
+"""Surrogates: beliefs about the target's parents that every new sample updates."""

@@ -1,0 +1,131 @@
+"""`tiny-qwen3-causal`: the offline tiny Qwen3 (`training.run_setup.tiny_qwen3.TINY_ARCH` with 4 layers instead of 2:
+`CAUSAL_ARCH`) with a tokenizer fitted to the causal task, so that an episode fits the 1024-token context and each
+decision is one token.
+
+Why 4 layers: imitating the belief-reading expert (600 steps, 32 held-out SCMs, greedy), the 2-layer model set the
+line's best entry in 0.11 to 0.28 of its calls (chance: ~0.2), the 4-layer one in 0.96 (docs/causal.md).
+
+The default tiny tokenizer spells the causal episode in byte pieces: the prompt alone (tool schemas, variables,
+data summary) is ~840 tokens, a 3-call episode ~1200. Here the BPE merges are learned from rendered causal
+episodes (`corpus`: seeded SCMs of 3 to 10 variables, budgets 1 to 20, random calls, the Qwen3 chat template with
+the environment's tool schemas), after a pre-tokenizer that isolates every variable name (`X3`, `Y`) and every number
+(`-1.5`, `+0.6`, `2.18`) as its own piece and lets BPE merge freely elsewhere (ByteLevel without its regex). So a
+variable name and a value are each one token (the decisions the policy makes), while the fixed boilerplate (the
+tools block, `", "value": `) collapses into a few long tokens: a 6-call episode on 6 variables is ~350 tokens.
+The default `tiny-qwen3` is untouched (the other recipes' measured results depend on it).
+
+Built deterministically into the cache (`STRICT_GRPO_CACHE/models/tiny-qwen3-causal-<fingerprint>-seed<N>`), the
+fingerprint hashing the corpus, the vocabulary size and the architecture, like `training.run_setup.tiny_qwen3`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from training.outputs.atomic import atomic_directory
+from training.run_setup.tiny_qwen3 import (MARKUP_TOKENS, SPECIAL_TOKENS, TINY_ARCH, _tokenizer_corpus, build_model,
+                                 build_tokenizer, qwen3_chat_template)
+
+CAUSAL_MODEL_NAME = "tiny-qwen3-causal"
+VOCAB_SIZE = 2048
+CORPUS_EPISODES = 200
+CORPUS_SEED_OFFSET = 10_000_000  # SCM seeds far from the bundled splits'
+CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
+PIECES = r"X\d+|\bY\b|[-+]?\d+(?:\.\d+)?"  # variable names and numbers: never merged with their neighbours
+
+
+def _episode_text(renderer, seed: int) -> str:
+    from training.tasks.causal.env import CausalEnv, make_causal_env
+    from training.tasks.causal.scm.families import FAMILIES, random_scm
+    from training.tool_use.system_prompt import tool_schemas
+    from training.tasks.causal.splits import scm_row, target_named_y
+
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(3, 11))
+    # linear SCMs only: the text is the same for both families, and a nonlinear SCM's numerical optimum (computed at
+    # reset) would cost ~1 s per episode
+    scm = random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear")
+    if seed % 2 == 0:  # half named as the bundled task names them (target Y), half as the generator does
+        scm = target_named_y(scm)
+    row = scm_row(scm, seed=seed, budget=int(rng.integers(1, 21)))
+    # the belief line's numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
+    # the no-op surrogate's line, marginals only, has the same words)
+    env = make_causal_env("exact" if d <= 6 else "noop")()
+    messages = [{"role": "user", "content": row["prompt"][0]["content"] + env.reset(**row)}]
+    for _ in range(row["budget"] + 1):  # one call past the budget: its error text is in the corpus too
+        if rng.random() < 0.1:
+            name, args = "observe", {}
+        else:
+            var = scm.actionable[int(rng.integers(len(scm.actionable)))]
+            grid = rng.random() < 0.5
+            val = float(rng.choice([-3.0, -1.5, 0.0, 1.5, 3.0])) if grid else round(float(rng.uniform(-3, 3)), 2)
+            name, args = "intervene", {"variable": var, "value": val}
+        out = getattr(env, name)(**args)
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": name, "arguments": args}}]})
+        messages.append({"role": "tool", "name": name, "content": out})
+    messages.append({"role": "assistant", "content": "Done."})
+    return renderer.apply_chat_template(messages, tools=tool_schemas(CausalEnv), tokenize=False,
+                                        enable_thinking=False)
+
+
+@lru_cache(maxsize=1)
+def corpus() -> tuple[str, ...]:
+    """The texts the BPE merges are learned from (rendered with the default tiny tokenizer's chat template: the
+    template is text, so which tokenizer renders it does not matter). Fixed, seeded."""
+    renderer = build_tokenizer()
+    return tuple(_episode_text(renderer, s) for s in range(CORPUS_EPISODES)) + tuple(_tokenizer_corpus())
+
+
+def build_causal_tokenizer() -> PreTrainedTokenizerFast:
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PIECES), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False, special_tokens=SPECIAL_TOKENS + MARKUP_TOKENS)
+    bpe.train_from_iterator(corpus(), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL_TOKENS, model_max_length=TINY_ARCH["max_position_embeddings"],
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.add_tokens(MARKUP_TOKENS, special_tokens=False)
+    tokenizer.chat_template = qwen3_chat_template()
+    return tokenizer
+
+
+def fingerprint() -> str:
+    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, CAUSAL_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS])
+    return hashlib.sha256(payload.encode()).hexdigest()[:8]
+
+
+def write_causal_tiny_qwen3(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a loadable tiny Qwen3 with the causal tokenizer to `out_dir` (atomically: `out_dir` appears only when
+    complete, so a killed build leaves nothing that looks usable)."""
+    out = Path(out_dir)
+    with atomic_directory(out) as tmp:
+        tokenizer = build_causal_tokenizer()
+        model = build_model(tokenizer, seed, CAUSAL_ARCH)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "tiny_qwen3.json").write_text(json.dumps({"seed": seed, "arch": CAUSAL_ARCH, "variant": CAUSAL_MODEL_NAME,
+                                                         "fingerprint": fingerprint()}, indent=2, sort_keys=True))
+    return out
+
+
+def resolve_causal_model(cache: Path, seed: int = 0) -> str:
+    """The cached `tiny-qwen3-causal` directory for `seed`, built on first use."""
+    out = cache / "models" / f"{CAUSAL_MODEL_NAME}-{fingerprint()}-seed{seed}"
+    if not out.is_dir():
+        write_causal_tiny_qwen3(out, seed)
+    return str(out)

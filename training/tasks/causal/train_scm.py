@@ -1,0 +1,84 @@
+"""Train a causal policy on a user's SCM file, no rows written by hand:
+
+    python -m training.tasks.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
+        [--budget 6 --initial_samples 10 --episodes 64 --heldout_episodes 8] [any training.train flag]
+
+writes the SCM's train rows (`--episodes` of them, with the expert's traces the recipe's warm start imitates)
+and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.causal.scm_rows`), then runs
+`training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and
+`--environment_factory` is `training.tasks.causal.env.CausalEnvAdditive` (the additive surrogate: users' mechanisms are
+rarely linear). Every other flag goes to `training.train` as is; `--train_file` and `--heldout_file` are refused
+(the rows come from the SCM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
+from training.tasks.causal.scm.user_scm import UserSCMError
+from training.run_setup.prompt_datasets import write_split_files
+from training.run_setup.errors import BadInputError, bad_input_exits
+
+DEFAULT_ENVIRONMENT = "training.tasks.causal.env.CausalEnvAdditive"
+ROWS_DIR = "scm_rows"
+
+
+def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(this command's flags, the flags for training.train)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scm", required=True, help="the SCM file (YAML, training.tasks.causal.scm.user_scm)")
+    parser.add_argument("--output_dir", required=True, help="the run's directory (also holds the rows)")
+    parser.add_argument("--budget", type=int, default=None, help="calls per episode")
+    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
+    parser.add_argument("--episodes", type=int, default=64, help="train rows (episodes of the SCM)")
+    parser.add_argument("--heldout_episodes", type=int, default=8, help="held-out rows")
+    args, rest = parser.parse_known_args(argv)
+    given = {flag.split("=", 1)[0] for flag in rest if flag.startswith("--")}
+    clash = sorted(given & {"--train_file", "--heldout_file"})
+    if clash:
+        raise BadInputError(f"{', '.join(clash)}: the rows come from --scm; run training.train for your own rows")
+    if "--config" not in given:
+        rest = ["--config", str(CAUSAL_RECIPE), *rest]
+    if "--environment_factory" not in given:
+        rest = [*rest, "--environment_factory", DEFAULT_ENVIRONMENT]
+    return args, rest
+
+
+def write_rows(args: argparse.Namespace) -> Path:
+    """The SCM's train rows (with the expert's traces) and held-out rows under OUTPUT_DIR/scm_rows/."""
+    budget, initial = check_counts(args.budget, args.initial_samples)
+    if args.episodes < 1 or args.heldout_episodes < 1:
+        raise BadInputError(f"--episodes and --heldout_episodes: must be >= 1, got {args.episodes} and "
+                            f"{args.heldout_episodes}")
+    try:
+        scm = load_scm_file(args.scm)
+    except UserSCMError as err:
+        raise BadInputError(f"--scm: {err}") from None
+    out = Path(args.output_dir).expanduser().resolve() / ROWS_DIR
+    write_split_files(out, {"train": episode_rows([scm], args.episodes, 0, budget, initial, expert=True),
+                            "heldout": episode_rows([scm], args.heldout_episodes, HELDOUT_SEED_OFFSET, budget,
+                                                    initial)})
+    return out
+
+
+def training_argv(argv: list[str]) -> list[str]:
+    """Write the rows; the command line for `training.train.main`."""
+    args, rest = split_argv(argv)
+    rows = write_rows(args)
+    return [*rest, "--output_dir", args.output_dir, "--train_file", str(rows / "train.jsonl"),
+            "--heldout_file", str(rows / "heldout.jsonl")]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from training.train import main as train
+
+    with bad_input_exits():
+        command = training_argv(sys.argv[1:] if argv is None else argv)
+        return train(command)
+
+
+if __name__ == "__main__":
+    main()

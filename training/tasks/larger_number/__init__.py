@@ -1,0 +1,1 @@
+"""The larger-number task: its splits and rule verifiers."""

@@ -1,0 +1,1 @@
+"""The workspace task: its splits, environment and shaping reward."""

@@ -1,0 +1,1 @@
+"""Tool use, task-independent: malformed tool calls, tool-name checks, the agent's system prompt."""
