@@ -149,7 +149,7 @@ def main() -> None:
         "step (4 prompts x 4), up to 16 new tokens, `num_iterations=2`, fp32 CPU. Step time = TRL's `step_time` "
         "(generation, scoring and the update), mean over a run's generation batches after the first; pairs "
         "alternate order. The saving is one no-grad policy forward per generation batch (counted exactly in "
-        "tests/test_record_at_sample.py); our extra bookkeeping (schema checks, metrics.jsonl, health) costs back.",
+        "tests/features/test_record_at_sample.py); our extra bookkeeping (schema checks, metrics.jsonl, health) costs back.",
         "",
         "| model | ours / TRL (median of pairs) | range over pairs | ours (s/step) | TRL (s/step) |",
         "| --- | ---: | --- | ---: | ---: |",

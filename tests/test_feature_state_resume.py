@@ -8,7 +8,7 @@ import os
 import pytest
 from transformers import TrainerCallback
 
-from tests.test_dynamic_sampling import odd_answers_only_reward
+from tests.features.test_dynamic_sampling import odd_answers_only_reward
 from training.run_setup.errors import MissingPathError
 from training.trainer import FEATURE_STATE_FILE
 

@@ -1,7 +1,7 @@
 """The metric-name contract: names that tests, dashboards and users rely on, and when each one is logged.
 
 Every training-step log (TRL's loggers, `report_to` trackers and `output_dir/metrics.jsonl`) carries these names
-under the conditions given. A smoke run with every feature on carries all of them (tests/test_metric_contract.py).
+under the conditions given. A smoke run with every feature on carries all of them (tests/step/test_metric_contract.py).
 Renaming one is a breaking change: add the new name beside the old one first.
 """
 

@@ -4,7 +4,7 @@ the expert that acts on it sets the last (best) variable listed."""
 import numpy as np
 import pytest
 
-from tests.causal.helpers import chain5
+from tests.tasks.causal.helpers import chain5
 from training.tasks.causal.belief import Belief, belief_rng
 from training.tasks.causal.belief_policy import BeliefPolicy
 from training.tasks.causal.env import CausalEnv, make_causal_env

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.causal.helpers import chain5
+from tests.tasks.causal.helpers import chain5
 from training.tasks.causal import reward_funcs
 from training.tasks.causal.env import CausalEnv, make_causal_env
 from training.tasks.causal.reward_components import (COMPONENTS, Step, balanced_accuracy, episode_rewards, exploration,

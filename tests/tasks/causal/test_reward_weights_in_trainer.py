@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tests.causal.trainer_support import build_causal_trainer, score
+from tests.tasks.causal.trainer_support import build_causal_trainer, score
 from training.tasks.causal import reward_funcs
 from training.tasks.causal.reward_components import COMPONENTS, DEFAULT_WEIGHTS
 from training.features.reward_checks import NonFiniteRewardError

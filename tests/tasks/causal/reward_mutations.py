@@ -1,6 +1,6 @@
 """Break each reward component's normalisation once and watch the reward tests fail (not collected by pytest).
 
-    python tests/causal/reward_mutations.py
+    python tests/tasks/causal/reward_mutations.py
 
 Each mutation rewrites one line of training/tasks/causal/reward_components.py, runs the three reward test files, prints which tests
 failed, and restores the file (also on error or Ctrl-C). Every mutation must make at least one test fail.
@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-PATH = Path(__file__).resolve().parents[2] / "training" / "tasks" / "causal" / "reward_components.py"
-TESTS = ["tests/causal/test_rewards.py", "tests/causal/test_reward_normalisation.py",
-         "tests/causal/test_reward_adversarial.py"]
+PATH = Path(__file__).resolve().parents[3] / "training" / "tasks" / "causal" / "reward_components.py"
+TESTS = ["tests/tasks/causal/test_rewards.py", "tests/tasks/causal/test_reward_normalisation.py",
+         "tests/tasks/causal/test_reward_adversarial.py"]
 MUTATIONS = {
     "optimization not divided by the span": (
         "    return (_g(scm, after) - _g(scm, before)) / span", "    return (_g(scm, after) - _g(scm, before))"),

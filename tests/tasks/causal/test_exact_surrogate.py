@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from tests.causal.helpers import CHAIN_VARS, chain5, intervention_rows, observational_rows
+from tests.tasks.causal.helpers import CHAIN_VARS, chain5, intervention_rows, observational_rows
 from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, update_many
 from training.tasks.causal.scm.families import random_scm
 from training.tasks.causal.structure_metrics import parent_f1

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.causal.helpers import chain5
+from tests.tasks.causal.helpers import chain5
 from training.tasks.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env, scm_from_json
 from training.run_setup.prompt_datasets import load_rows
 from training.tool_use.system_prompt import tool_schemas

@@ -5,7 +5,7 @@ metrics and writes the episodes' records."""
 
 import math
 
-from tests.causal.trainer_support import build_sampled_causal_trainer, causal_rows
+from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, causal_rows
 from training.evaluation.episodes import read_episodes
 from training.tasks.causal.heldout_metrics import causal_heldout, is_causal
 from training.run_setup.flags import StrictFlags

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.causal.helpers import play
+from tests.tasks.causal.helpers import play
 from training.tasks.causal.baselines import random_call
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
 from training.tasks.causal.scm.scm import SCM

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOY = {"max_steps": 1, "warm_start_steps": 2, "per_device_train_batch_size": 4, "num_generations": 2,
        "max_completion_length": 160, "heldout_max_samples": 3, "heldout_samples_per_prompt": 1, "save_steps": 1000}
 

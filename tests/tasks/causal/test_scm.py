@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.causal.helpers import chain5
+from tests.tasks.causal.helpers import chain5
 from training.tasks.causal.scm.families import FAMILIES, random_scm
 from training.tasks.causal.scm.scm import SCM, ExpressionMechanism, InterventionError, LinearMechanism, SCMError
 

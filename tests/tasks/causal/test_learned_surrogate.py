@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.causal.helpers import CHAIN_VARS, chain5, intervention_rows, observational_rows
+from tests.tasks.causal.helpers import CHAIN_VARS, chain5, intervention_rows, observational_rows
 from training.tasks.causal.surrogates import learned_surrogate as ls
 
 SMALL = {**ls.PRETRAIN, "n_scms": 16, "snapshots": [0, 6], "steps": 60}

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from tests.causal.trainer_support import build_sampled_causal_trainer
+from tests.tasks.causal.trainer_support import build_sampled_causal_trainer
 from tests.test_feature_combinations import cell_flags, cell_id, cell_settings, check_cell, training_logs
 
 # (dynamic sampling, estimator, forcing, reference sync, num_iterations)

@@ -9,7 +9,7 @@ import torch
 
 from training.train import parse_args
 
-RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 
 
 def parse_here(recipe: Path):

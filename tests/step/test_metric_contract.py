@@ -10,7 +10,7 @@ from tests.support.tiny_trainer import length_reward
 from training.step.metric_names import CONTRACT
 from training.outputs.run_summary import read_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_run_with_every_feature_on_logs_the_whole_contract(make_trainer):

@@ -15,7 +15,7 @@ from training.evaluation.episodes import read_episodes
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.splits import scm_row
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CBO = REPO / "examples" / "scms" / "cbo_toy.yaml"
 
 

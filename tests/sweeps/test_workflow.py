@@ -15,7 +15,7 @@ import yaml
 from training.workflow import cell_command, cell_state, main, write_cell_files
 from training.sweeps.workflow_spec import WorkflowError, load_workflow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write_workflow(tmp_path: Path, **spec) -> Path:

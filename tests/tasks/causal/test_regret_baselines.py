@@ -15,7 +15,7 @@ from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.scm_rows import load_scm_file
 from training.tasks.causal.splits import scm_row
 
-CBO = Path(__file__).resolve().parents[2] / "examples" / "scms" / "cbo_toy.yaml"
+CBO = Path(__file__).resolve().parents[3] / "examples" / "scms" / "cbo_toy.yaml"
 
 
 def linear_scm(weights: dict[str, dict[str, float]], ranges: dict[str, list[float]], goal: str = "max") -> SCM:

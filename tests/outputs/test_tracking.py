@@ -15,7 +15,7 @@ import yaml
 from tests.support.tracker_readers import trackio_run, wandb_offline_run
 from training.step.metric_names import CONTRACT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def offline_env(root: Path) -> dict:

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.causal.helpers import noisier, play, rescaled, uniform_position_policy
+from tests.tasks.causal.helpers import noisier, play, rescaled, uniform_position_policy
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, step_rewards
 from training.tasks.causal.scm.scm import SCM, LinearMechanism
