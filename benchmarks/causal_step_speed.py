@@ -29,14 +29,14 @@ import yaml
 from datasets import Dataset
 from peft import LoraConfig
 
-from training.tasks.causal.env import CausalEnv, make_causal_env
-from training.tasks.causal.reward_funcs import REWARD_FUNCS
 from training.run_setup.config import StrictGRPOConfig
-from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.flags import read_flags
 from training.run_setup.models import resolve_model_path
-from training.trainer import StrictGRPOTrainer
+from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start_tools import trace_warm_start
+from training.tasks.causal.env import CausalEnv, make_causal_env
+from training.tasks.causal.reward_funcs import REWARD_FUNCS
+from training.trainer import StrictGRPOTrainer
 
 MARK = "<!-- causal_step_speed -->"
 CONFIG_KEYS = ("per_device_train_batch_size", "num_generations", "max_completion_length", "temperature",

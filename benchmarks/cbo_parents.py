@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from training.tasks.causal.surrogates.additive_scores import Basis, log_local_scores_rows
 from training.tasks.causal.baselines import POLICIES, environment_seed
 from training.tasks.causal.env import DEFAULT_INITIAL_SAMPLES, make_causal_env
-from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
 from training.tasks.causal.scm_rows import load_scm_file
-from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior
 from training.tasks.causal.splits import scm_row
+from training.tasks.causal.surrogates.additive_scores import Basis, log_local_scores_rows
+from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
+from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior
 
 CBO = Path(__file__).resolve().parents[1] / "examples" / "scms" / "cbo_toy.yaml"
 

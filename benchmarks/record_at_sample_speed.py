@@ -27,9 +27,9 @@ from trl import GRPOConfig, GRPOTrainer
 
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
 from training.run_setup.config import StrictGRPOConfig
-from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.flags import read_flags
 from training.run_setup.models import resolve_model_path
+from training.run_setup.prompt_datasets import load_rows
 from training.trainer import StrictGRPOTrainer
 
 LARGER = dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8,

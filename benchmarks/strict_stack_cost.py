@@ -24,14 +24,20 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 
-from benchmarks.record_at_sample_speed import (bench_args, bench_lora, bench_models, mean_step_time, measure_pairs,
-                                               write_section)
+from benchmarks.record_at_sample_speed import (
+    bench_args,
+    bench_lora,
+    bench_models,
+    mean_step_time,
+    measure_pairs,
+    write_section,
+)
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
-from training.step.callbacks import MetricsJsonlCallback
-from training.run_setup.config import StrictGRPOConfig
-from training.run_setup.prompt_datasets import load_rows
 from training.features.value_head import final_norm
+from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import read_flags
+from training.run_setup.prompt_datasets import load_rows
+from training.step.callbacks import MetricsJsonlCallback
 from training.step.health import HealthMonitorCallback
 from training.trainer import StrictGRPOTrainer
 

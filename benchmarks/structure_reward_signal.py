@@ -17,8 +17,8 @@ import math
 
 import numpy as np
 
-from training.tasks.causal.baselines import EpsilonPolicy, GreedyEIGPolicy, RandomPolicy, run_policy
 from training.run_setup.prompt_datasets import load_rows
+from training.tasks.causal.baselines import EpsilonPolicy, GreedyEIGPolicy, RandomPolicy, run_policy
 
 POLICIES = {"random": RandomPolicy, "noisy expert": lambda: EpsilonPolicy(GreedyEIGPolicy(), 0.5),
             "greedy EIG": GreedyEIGPolicy}

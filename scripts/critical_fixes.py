@@ -95,9 +95,9 @@ def check_no_forced_in_rl() -> str:
 
 def check_tool_names_consistent() -> str:
     from tests.support.tiny_trainer import AGENT_PROMPT
+    from training.tasks.workspace.env import WorkspaceEnv
     from training.tool_use.system_prompt import render_system_prompt
     from training.tool_use.tool_names import ToolNameError, check_tool_names, environment_tool_names
-    from training.tasks.workspace.env import WorkspaceEnv
 
     tools = environment_tool_names(WorkspaceEnv)
     prompt = render_system_prompt(AGENT_PROMPT, WorkspaceEnv)

@@ -2,10 +2,10 @@
 
 import pytest
 
-import training.tool_use.tool_names
 import training.features.reference
 import training.run_setup.flags
 import training.step.health
+import training.tool_use.tool_names
 import training.trainer
 from scripts import critical_fixes
 from tests.support.reverts import recompute_old_logps_at_loss_time

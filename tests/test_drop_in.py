@@ -12,9 +12,9 @@ from peft import LoraConfig
 from trl import GRPOConfig, GRPOTrainer
 
 from tests.support.tiny_trainer import length_reward
+from training.algorithms.sampled_logprobs import sampled_token_logprobs
 from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import read_flags
-from training.algorithms.sampled_logprobs import sampled_token_logprobs
 from training.trainer import StrictGRPOTrainer
 
 TINY = dict(

@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from training.run_setup.flags import read_flags
 from training.outputs.run_summary import read_metrics
+from training.run_setup.flags import read_flags
 
 ESTIMATORS = ("grpo", "gae", "hybrid")
 # (dynamic sampling, estimator, forcing, reference sync, num_iterations): every pair of levels of any two factors

@@ -33,13 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from training.outputs import run_files
-from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
-from training.evaluation.episodes import SCORE, t_interval
-from training.run_setup.errors import BadInputError, bad_input_exits
-from training.outputs.jsonsafe import dumps_strict
 from training.analysis.compared_runs import ComparedRun, load_run
+from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
 from training.analysis.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, unit_means, welch_t
+from training.evaluation.episodes import SCORE, t_interval
+from training.outputs import run_files
+from training.outputs.jsonsafe import dumps_strict
+from training.run_setup.errors import BadInputError, bad_input_exits
 
 logger = logging.getLogger("training.compare")
 

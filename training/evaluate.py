@@ -20,11 +20,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from training.outputs import run_files
 from training.evaluation.episodes import summarize, write_episodes
-from training.run_setup.errors import bad_input_exits
 from training.evaluation.spec import EvalSpecError, load_policy, spec_from_recipe, spec_from_run
 from training.evaluation.task_registry import TASKS, resolve_task
+from training.outputs import run_files
+from training.run_setup.errors import bad_input_exits
 from training.run_setup.task_plugins import load_tasks
 
 logger = logging.getLogger("training.evaluate")

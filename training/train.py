@@ -18,7 +18,6 @@ from trl import ModelConfig, get_peft_config, get_quantization_config
 
 from training.outputs import run_files
 from training.outputs.atomic import DISK_FULL_ERRNOS
-from training.step.callbacks import RunRecordCallback, keep_metrics_up_to
 from training.outputs.checkpoints import (
     TRAINER_STATE,
     check_resume_path,
@@ -27,23 +26,31 @@ from training.outputs.checkpoints import (
     prepare_resume,
     train_saving_on_stop,
 )
-from training.run_setup.prompt_datasets import load_prompt_dataset, load_rows
-from training.run_setup.recipe import (RecipeError, check_context, check_output_dir, import_reward, parse_args,
-                                      setup_environment, warm_started)
+from training.outputs.fault_injection import fault_point
+from training.outputs.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
+from training.outputs.run_lock import holding_output_dir
+from training.outputs.run_record import RunRecord
+from training.outputs.run_summary import library_versions, plot_reward_curve, write_run_summary
+from training.outputs.tracking import attach_tracking, finish_tracking
 from training.run_setup.config import StrictGRPOConfig, StrictScriptArguments
 from training.run_setup.errors import bad_input_exits
-from training.outputs.fault_injection import fault_point
 from training.run_setup.flags import read_flags
 from training.run_setup.input_checks import check_environment_rows, check_lora_targets, check_recipe_fields
-from training.outputs.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.run_setup.models import resolve_model_path
-from training.step.plain_trl import PlainTRLGRPOTrainer
-from training.outputs.run_summary import library_versions, plot_reward_curve, write_run_summary
-from training.step.reward_retry import with_retries
-from training.outputs.run_lock import holding_output_dir
+from training.run_setup.prompt_datasets import load_prompt_dataset, load_rows
+from training.run_setup.recipe import (
+    RecipeError,
+    check_context,
+    check_output_dir,
+    import_reward,
+    parse_args,
+    setup_environment,
+    warm_started,
+)
 from training.run_setup.run_recipe import ApplyRecipeOnResume, attempt_recipe
-from training.outputs.run_record import RunRecord
-from training.outputs.tracking import attach_tracking, finish_tracking
+from training.step.callbacks import RunRecordCallback, keep_metrics_up_to
+from training.step.plain_trl import PlainTRLGRPOTrainer
+from training.step.reward_retry import with_retries
 from training.trainer import StrictGRPOTrainer
 
 logger = logging.getLogger("training.train")

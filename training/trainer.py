@@ -36,12 +36,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from judges.adapter import JudgeSettings
-from training.outputs import run_files
-from training.step.callbacks import HeldoutEvalCallback, MetricsJsonlCallback, OptimizerTimingCallback, WallTimeGuardCallback
-from training.outputs.checkpoints import save_complete_checkpoint
-from training.run_setup.config import StrictGRPOConfig, strict_config
-from training.step.diagnostics import rss_mb, timed
-from training.run_setup.errors import MissingPathError
+from training.algorithms.trajectory import check_generation_batch, loss_mask
+from training.evaluation.trainer_heldout import HeldoutEvaluation
 from training.features.dynamic_sampling import DynamicSampling
 from training.features.environment_metrics import EnvironmentMetrics
 from training.features.forcing import Forcing, Plan, policy_logps
@@ -51,10 +47,19 @@ from training.features.reward_checks import RewardChecks, local_rewards_and_grou
 from training.features.tools import ToolCalls
 from training.features.value_head import ValueHeadFeature, ValueHeadStepCallback
 from training.features.zero_std_watch import ZeroStdWatch
+from training.outputs import run_files
+from training.outputs.checkpoints import save_complete_checkpoint
+from training.run_setup.config import StrictGRPOConfig, strict_config
+from training.run_setup.errors import MissingPathError
 from training.run_setup.flags import StrictFlags, read_flags
+from training.step.callbacks import (
+    HeldoutEvalCallback,
+    MetricsJsonlCallback,
+    OptimizerTimingCallback,
+    WallTimeGuardCallback,
+)
+from training.step.diagnostics import rss_mb, timed
 from training.step.health import HealthMonitorCallback
-from training.evaluation.trainer_heldout import HeldoutEvaluation
-from training.algorithms.trajectory import check_generation_batch, loss_mask
 
 FEATURE_STATE_FILE = run_files.FEATURE_STATE
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from training.analysis.stats import compare_paired
 from training.compare import ComparisonError, main
 from training.evaluation.episodes import Episode, episode_seed, write_episodes
-from training.analysis.stats import compare_paired
 
 ROWS, SAMPLES = 100, 2
 

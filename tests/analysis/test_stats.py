@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from training.analysis.convergence import convergence_step, moving_average
-from training.evaluation.episodes import t_interval
 from training.analysis.stats import cohens_dz, compare_paired, holm, omnibus, paired_t, shapiro_p, wilcoxon_signed_rank
+from training.evaluation.episodes import t_interval
 
 # Student (1908) via R's `sleep` data set: extra sleep (hours) of 10 patients under two drugs.
 SLEEP_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
+from training.analysis.compared_runs import load_run
 from training.compare import compare
+from training.evaluate import main
 from training.evaluation.episodes import read_episodes, summarize
 from training.evaluation.spec import EvalSpecError
-from training.evaluate import main
-from training.analysis.compared_runs import load_run
 
 
 def test_a_run_reevaluated_reproduces_its_training_episodes(launched_cpu_run, tmp_path):

@@ -12,14 +12,14 @@ from scipy import stats
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.evaluation.tool_episodes as env_eval
-from training.run_setup.prompt_datasets import load_rows
-from training.tasks.workspace.env import WorkspaceEnv
 from training.evaluation.episode_streams import GumbelNoise, seeded_sampling_kwargs
 from training.evaluation.episodes import episode_seed, read_episodes, summarize
 from training.evaluation.heldout_reward import heldout_episodes, heldout_reward
 from training.outputs.jsonsafe import nonfinite_to_null
 from training.outputs.run_summary import write_run_summary
+from training.run_setup.prompt_datasets import load_rows
 from training.tasks.larger_number.rewards import answer_format_reward, exact_answer_reward
+from training.tasks.workspace.env import WorkspaceEnv
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
 NO_THINKING = {"enable_thinking": False}

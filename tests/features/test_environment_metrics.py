@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from training.tasks.workspace.env import WorkspaceEnv
 from training.features.environment_metrics import EnvironmentMetrics
 from training.outputs.run_summary import read_metrics
+from training.tasks.workspace.env import WorkspaceEnv
 
 
 class CountingEnv(WorkspaceEnv):

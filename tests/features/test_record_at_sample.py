@@ -4,9 +4,9 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-from training.run_setup.flags import read_flags
 from training.algorithms.sampled_logprobs import sampled_token_logprobs
 from training.algorithms.trajectory import TrajectoryKeyError
+from training.run_setup.flags import read_flags
 
 FLAGS_TRL_PATH = read_flags({"PPO_RECORD_AT_SAMPLE": "0"})
 

@@ -16,12 +16,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.outputs import checkpoints
-
 from training import train
-from training.step.callbacks import keep_metrics_up_to
+from training.outputs import checkpoints
 from training.outputs.checkpoints import MARKER, mark_complete, prepare_resume, rotate
 from training.outputs.run_record import INTERRUPTED, RunRecord
+from training.step.callbacks import keep_metrics_up_to
 
 RECIPE = "recipes/tiny_cpu.yaml"
 # Small and fast, but learning: the length reward has spread even for the untrained model.

@@ -22,16 +22,15 @@ import torch
 from safetensors.torch import load_file
 from transformers.trainer_callback import TrainerState
 
-from training.outputs import atomic
-
 from training import train
+from training.outputs import atomic
 from training.outputs.atomic import atomic_write_text
-from training.step.callbacks import MetricsJsonlCallback
 from training.outputs.checkpoints import incompleteness, mark_complete, prepare_resume
 from training.outputs.fault_injection import TEST_FAULT_ENV
 from training.outputs.run_lock import OutputDirInUseError, holding_output_dir
-from training.run_setup.run_recipe import ApplyRecipeOnResume, RecipeChangeError, attempt_recipe, check_resume_recipe
 from training.outputs.run_record import RunRecord
+from training.run_setup.run_recipe import ApplyRecipeOnResume, RecipeChangeError, attempt_recipe, check_resume_recipe
+from training.step.callbacks import MetricsJsonlCallback
 
 RECIPE = "recipes/tiny_cpu.yaml"
 TINY = ["--warm_start_steps", "0", "--reward_funcs", "tests.support.tiny_trainer.length_reward", "--reward_weights", "1.0",

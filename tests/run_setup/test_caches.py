@@ -13,6 +13,7 @@ from training.run_setup.models import resolve_model_path
 from training.run_setup.tiny_qwen3 import COMPLETE_FILE, build_fingerprint
 from training.run_setup.warm_start import supervised_warm_start
 
+
 def cache_name(seed: int) -> str:
     return f"tiny-qwen3-{build_fingerprint()}-seed{seed}"
 

@@ -3,8 +3,8 @@
 import pytest
 import yaml
 
-from training.tasks.causal import reward_funcs
 from training.run_setup.reward_names import UnknownRewardName, dotted_path, registered
+from training.tasks.causal import reward_funcs
 from training.train import import_reward
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from judges.factories import exact_match_reward
 from tests.support.tiny_trainer import length_reward
-from training.step.metric_names import CONTRACT
 from training.outputs.run_summary import read_metrics
+from training.step.metric_names import CONTRACT
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,10 +14,10 @@ import torch
 from safetensors.torch import load_file
 
 from judges.adapter import JudgeReward
+from tests.support.tiny_trainer import length_reward
 from training import train
 from training.outputs.checkpoints import incompleteness, train_saving_on_stop
 from training.step.reward_retry import RetryingReward, RewardFunctionError, with_retries
-from tests.support.tiny_trainer import length_reward
 
 
 class Flaky:

@@ -8,9 +8,9 @@ from datasets import Dataset
 from peft import LoraConfig
 
 from training.run_setup.config import StrictGRPOConfig
-from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.flags import StrictFlags
 from training.run_setup.models import resolve_model_path
+from training.run_setup.prompt_datasets import load_rows
 from training.tasks.larger_number.rewards import completion_text
 from training.trainer import StrictGRPOTrainer
 
@@ -108,8 +108,8 @@ AGENT_PROMPT = "prompts/workspace_agent.jinja"
 
 def workspace_post_rows() -> list[dict]:
     """Workspace `post_message` train rows with the agent's system prompt (the shortest forced calls)."""
-    from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
     from training.tasks.workspace.env import WorkspaceEnv
+    from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
 
     rows = [r for r in load_rows(WORKSPACE_TRAIN) if r["task"] == "post_message"]
     return with_system_prompt(rows, render_system_prompt(AGENT_PROMPT, WorkspaceEnv))

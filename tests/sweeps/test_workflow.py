@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.workflow import cell_command, cell_state, main, write_cell_files
 from training.sweeps.workflow_spec import WorkflowError, load_workflow
+from training.workflow import cell_command, cell_state, main, write_cell_files
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,6 +5,8 @@ from collections import Counter
 import pytest
 
 from training.evaluation.tool_episodes import environment_tools
+from training.run_setup.flags import read_flags
+from training.tasks.workspace.env import WorkspaceEnv
 from training.tool_use.tool_calls import (
     INVALID_TOOL_CALL,
     EpisodeTools,
@@ -12,8 +14,6 @@ from training.tool_use.tool_calls import (
     check_tool_calls,
     malformed_metric,
 )
-from training.tasks.workspace.env import WorkspaceEnv
-from training.run_setup.flags import read_flags
 
 KNOWN = sorted(environment_tools(WorkspaceEnv()))
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from training.outputs import run_files
-
 from pathlib import Path
 
 import matplotlib
+
+from training.outputs import run_files
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

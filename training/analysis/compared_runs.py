@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from training.outputs import run_files
 from training.evaluation.episodes import Episode, read_episodes
+from training.outputs import run_files
 from training.run_setup.errors import BadInputError
 
 WORKFLOW_RUN_FILE = run_files.WORKFLOW_RUN

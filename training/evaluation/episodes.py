@@ -24,8 +24,8 @@ import numpy as np
 from scipy import stats
 
 from training.outputs import run_files
-from training.run_setup.errors import BadInputError
 from training.outputs.jsonsafe import dumps_strict
+from training.run_setup.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

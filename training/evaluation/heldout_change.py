@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from training.evaluation.episodes import t_interval
 from training.analysis.stats import unit_means
+from training.evaluation.episodes import t_interval
 
 DIRECTIONS = ("higher", "lower")
 

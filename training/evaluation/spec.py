@@ -123,8 +123,8 @@ def warm_started_model_path(script_args, training_args, model_args) -> str:
     """The model a recipe's GRPO starts from, by the same cached warm start `training.train` runs."""
     from datasets import Dataset
 
-    from training.run_setup.prompt_datasets import load_prompt_dataset, load_rows
     from training.run_setup.models import resolve_model_path
+    from training.run_setup.prompt_datasets import load_prompt_dataset, load_rows
     from training.run_setup.recipe import setup_environment, warm_started
 
     train_dataset = load_prompt_dataset(script_args.train_file)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from training.evaluation.episodes import SCORE, Episode
-from training.run_setup.task_plugins import load_tasks
 from training.evaluation.spec import EvalSpec, EvalSpecError
+from training.run_setup.task_plugins import load_tasks
+
 
 @dataclass(frozen=True)
 class EvalTask:

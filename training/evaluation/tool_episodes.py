@@ -16,10 +16,10 @@ from collections import Counter
 import torch
 from trl.chat_template_utils import add_response_schema, parse_response
 
-from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
 from training.evaluation.episodes import Episode, episode_seed, finite_or_none, summarize
 from training.evaluation.heldout_reward import seeded_rng
+from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 
 logger = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ import logging
 import math
 from pathlib import Path
 
+from training.evaluation.episodes import EVAL_FILE, SCORE, Episode, read_episodes, summarize, write_episodes
+from training.evaluation.heldout_change import MetricChange, changes, row_means
+from training.evaluation.heldout_reward import heldout_episodes
+from training.evaluation.tool_episodes import TOOL_ERROR, environment_success
 from training.outputs import run_files
+from training.outputs.jsonsafe import dumps_strict
 from training.run_setup.task_plugins import TrainingEvaluator, training_evaluator
 from training.step.distributed import full_weights_for_generation
-from training.evaluation.tool_episodes import TOOL_ERROR, environment_success
-from training.evaluation.episodes import EVAL_FILE, SCORE, Episode, read_episodes, summarize, write_episodes
-from training.evaluation.heldout_reward import heldout_episodes
-from training.evaluation.heldout_change import MetricChange, changes, row_means
-from training.outputs.jsonsafe import dumps_strict
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import logging
 import torch
 
 from judges.adapter import COUNT_METRICS, JudgeReward, JudgeSettings
-from training.step.health import RunHealthError
 from training.run_setup.models import resolve_model_path
+from training.step.health import RunHealthError
 
 logger = logging.getLogger(__name__)
 

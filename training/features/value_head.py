@@ -24,9 +24,9 @@ from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
 from training.algorithms.advantages import AdvantageSettings, get_estimator
-from training.run_setup.errors import MissingPathError
 from training.algorithms.trajectory import loss_mask
 from training.algorithms.value import ValueHead, clipped_value_loss, explained_variance
+from training.run_setup.errors import MissingPathError
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 

@@ -30,8 +30,8 @@ import yaml
 from huggingface_hub import HfApi, ModelCard, ModelCardData, get_token
 
 from training.outputs import run_files
-from training.run_setup.errors import BadInputError
 from training.outputs.run_summary import read_metrics
+from training.run_setup.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from training.outputs import run_files
+from training.outputs import run_files  # noqa: E402
 from training.outputs.atomic import atomic_write_text  # noqa: E402
 from training.outputs.jsonsafe import nonfinite_to_null  # noqa: E402
 

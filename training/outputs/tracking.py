@@ -20,14 +20,14 @@ train end is deferred until the artifact is logged (`finish_tracking`).
 
 from __future__ import annotations
 
-from training.outputs import run_files
-
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from training.outputs import run_files
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback
 
 from training.outputs.checkpoints import file_sha256
-from training.run_setup.errors import BadInputError
 from training.outputs.run_record import RECORD_FILE
+from training.run_setup.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

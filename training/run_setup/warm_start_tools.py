@@ -20,7 +20,6 @@ from training.evaluation.tool_episodes import environment_tools
 from training.run_setup.models import cache_root
 from training.run_setup.warm_start import _cache_key, fine_tune_cached
 
-
 FINAL_ANSWER = "Done."  # the last assistant turn of every trace, and the whole of a lazy one
 
 

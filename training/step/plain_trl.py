@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from trl import GRPOTrainer
 
-from training.step.callbacks import HeldoutEvalCallback, MetricsJsonlCallback, WallTimeGuardCallback
 from training.evaluation.trainer_heldout import HeldoutEvaluation
+from training.step.callbacks import HeldoutEvalCallback, MetricsJsonlCallback, WallTimeGuardCallback
 
 
 class PlainTRLGRPOTrainer(GRPOTrainer):

@@ -10,12 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-from training.outputs import run_files
-from training.compare import ComparisonError, compare_metrics
 from training.analysis.compare_report import markdown as comparison_markdown
 from training.analysis.compare_report import write_report
-from training.outputs.jsonsafe import dumps_strict
 from training.analysis.compared_runs import load_run
+from training.compare import ComparisonError, compare_metrics
+from training.outputs import run_files
+from training.outputs.jsonsafe import dumps_strict
 
 RUN_FILE = run_files.WORKFLOW_RUN
 

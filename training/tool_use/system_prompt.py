@@ -7,8 +7,8 @@ from pathlib import Path
 import jinja2
 from transformers.utils import get_json_schema
 
-from training.tool_use.tool_names import environment_tool_names
 from training.run_setup.errors import MissingPathError
+from training.tool_use.tool_names import environment_tool_names
 
 
 def tool_schemas(env_cls: type) -> list[dict]:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.scm.scm import SCM, ExpressionMechanism
 from training.tasks.causal.surrogates.additive_scores import PRIOR_VAR, log_bayes_factors_rows, log_local_scores_rows
 from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogate
-from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
-from training.tasks.causal.scm.scm import SCM, ExpressionMechanism
 from training.tasks.causal.surrogates.structure_posterior import logsumexp, parent_log_posterior
 
 # sin, tanh and x are odd, cos and x^2/(1+|x|) even: on x = (-1, 0, 1) every standardised odd column is

@@ -5,8 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from training.tasks.causal.baselines import (EpsilonPolicy, GreedyEIGPolicy, OraclePolicy, RandomPolicy, episode_messages,
-                                       run_policy)
+from training.tasks.causal.baselines import (
+    EpsilonPolicy,
+    GreedyEIGPolicy,
+    OraclePolicy,
+    RandomPolicy,
+    episode_messages,
+    run_policy,
+)
 from training.tasks.causal.splits import DATA_DIR, causal_prompt
 
 

@@ -17,8 +17,8 @@ import json
 import numpy as np
 import pytest
 
-from training.tasks.causal.evaluate_policy import main as evaluate
 from training.step.health import RunHealthError
+from training.tasks.causal.evaluate_policy import main as evaluate
 from training.train import main as train
 
 RECIPE = "recipes/causal_cpu.yaml"

@@ -7,10 +7,10 @@ import math
 
 from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, causal_rows
 from training.evaluation.episodes import read_episodes
-from training.tasks.causal.heldout_metrics import causal_heldout, is_causal
+from training.outputs.run_summary import read_metrics
 from training.run_setup.flags import StrictFlags
 from training.step.metric_names import CONTRACT
-from training.outputs.run_summary import read_metrics
+from training.tasks.causal.heldout_metrics import causal_heldout, is_causal
 
 CAUSAL_METRICS = [name for name, when in CONTRACT.items() if when == "causal environment"]
 

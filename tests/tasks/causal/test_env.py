@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from tests.tasks.causal.helpers import chain5
-from training.tasks.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env, scm_from_json
 from training.run_setup.prompt_datasets import load_rows
+from training.tasks.causal import splits as causal_task
+from training.tasks.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env, scm_from_json
 from training.tool_use.system_prompt import tool_schemas
 from training.tool_use.tool_names import environment_tool_names
-from training.tasks.causal import splits as causal_task
 
 
 def row(**over):

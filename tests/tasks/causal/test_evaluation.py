@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from training.run_setup.prompt_datasets import load_rows
+from training.run_setup.warm_start_tools import sampling_chat_template
 from training.tasks.causal.baselines import OraclePolicy, RandomPolicy, run_policy
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, mean_metrics, tool_suffix_ids
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards
-from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.splits import DATA_DIR
-from training.run_setup.warm_start_tools import sampling_chat_template
 
 KW = {"enable_thinking": False}
 

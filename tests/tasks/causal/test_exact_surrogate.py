@@ -7,11 +7,15 @@ import pytest
 from scipy import integrate, stats
 
 from tests.tasks.causal.helpers import CHAIN_VARS, chain5, intervention_rows, observational_rows
-from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, update_many
 from training.tasks.causal.scm.families import random_scm
 from training.tasks.causal.structure_metrics import parent_f1
+from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, update_many
 from training.tasks.causal.surrogates.linear_scores import NodeStats, log_local_scores, merge_rows
-from training.tasks.causal.surrogates.structure_posterior import enumerate_parent_posterior, logsumexp, parent_log_posterior
+from training.tasks.causal.surrogates.structure_posterior import (
+    enumerate_parent_posterior,
+    logsumexp,
+    parent_log_posterior,
+)
 
 
 def g_prior_bayes_factor(y, x, g):

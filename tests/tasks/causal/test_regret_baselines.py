@@ -9,11 +9,11 @@ import pytest
 
 from training.tasks.causal.baselines import POLICIES, GreedyEIGPolicy, OraclePolicy, run_policy
 from training.tasks.causal.env import CausalEnv
-from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.scm_rows import load_scm_file
 from training.tasks.causal.splits import scm_row
+from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
 CBO = Path(__file__).resolve().parents[3] / "examples" / "scms" / "cbo_toy.yaml"
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from training.tasks.causal.results import scm_averaged, significance, table
 from training.analysis.stats import compare_paired
+from training.tasks.causal.results import scm_averaged, significance, table
 
 
 def records(shift: float, seed: int, n: int = 40) -> list[dict]:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from tests.tasks.causal.trainer_support import build_causal_trainer, score
+from training.features.reward_checks import NonFiniteRewardError
 from training.tasks.causal import reward_funcs
 from training.tasks.causal.reward_components import COMPONENTS, DEFAULT_WEIGHTS
-from training.features.reward_checks import NonFiniteRewardError
 
 FUNCS = dict(zip(COMPONENTS, reward_funcs.REWARD_FUNCS, strict=True))
 

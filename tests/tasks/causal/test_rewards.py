@@ -9,8 +9,19 @@ import pytest
 from tests.tasks.causal.helpers import chain5
 from training.tasks.causal import reward_funcs
 from training.tasks.causal.env import CausalEnv, make_causal_env
-from training.tasks.causal.reward_components import (COMPONENTS, Step, balanced_accuracy, episode_rewards, exploration,
-                                     exploration_unit, optimization, parent, step_rewards, structure, target_span)
+from training.tasks.causal.reward_components import (
+    COMPONENTS,
+    Step,
+    balanced_accuracy,
+    episode_rewards,
+    exploration,
+    exploration_unit,
+    optimization,
+    parent,
+    step_rewards,
+    structure,
+    target_span,
+)
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 # chain5: X0 -> X1 -> X2 -> X3 -> X4, target X2 = -1.2 X1 + noise, X1 = X0 + noise; ranges [-3, 3].

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from training.tasks.causal import evaluate_baselines, evaluate_policy, results, scm_rows, train_scm
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.evaluation.episodes import read_episodes
 from training.run_setup.prompt_datasets import load_rows
+from training.tasks.causal import evaluate_baselines, evaluate_policy, results, scm_rows, train_scm
+from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.tasks.causal.splits import scm_row
 
 REPO = Path(__file__).resolve().parents[3]

@@ -5,15 +5,14 @@ advantages come from TRL's own scoring code, fast and repeatable, without an LM 
 from __future__ import annotations
 
 import numpy as np
-
 from datasets import Dataset
 from peft import LoraConfig
 
+from training.run_setup.config import StrictGRPOConfig
+from training.run_setup.flags import StrictFlags
+from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.baselines import random_call
 from training.tasks.causal.env import CausalEnv
-from training.run_setup.prompt_datasets import load_rows
-from training.run_setup.flags import StrictFlags
-from training.run_setup.config import StrictGRPOConfig
 from training.tasks.causal.splits import DATA_DIR
 from training.trainer import StrictGRPOTrainer
 

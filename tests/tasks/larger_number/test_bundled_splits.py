@@ -6,10 +6,9 @@ import filecmp
 import pytest
 
 from training.tasks.larger_number import splits as larger_number
-
-
-
 from training.tasks.workspace import splits as workspace
+
+
 @pytest.mark.parametrize("task", [larger_number, workspace], ids=["larger_number", "workspace"])
 def test_generator_rewrites_the_shipped_splits_byte_for_byte(tmp_path, task):
     task.write_splits(tmp_path)

@@ -8,12 +8,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.run_setup.warm_start_tools as warm_start_tools
-from training.run_setup.prompt_datasets import load_rows
 from training.evaluation.tool_episodes import environment_success
-from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
+from training.run_setup.prompt_datasets import load_rows
+from training.run_setup.warm_start_tools import encode_trace, sampling_chat_template, trace_warm_start
 from training.tasks.workspace.env import WorkspaceEnv
 from training.tasks.workspace.splits import CHANNELS, TEXTS, TITLES
-from training.run_setup.warm_start_tools import encode_trace, sampling_chat_template, trace_warm_start
+from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
 
 NO_THINKING = {"enable_thinking": False}
 

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from training.run_setup.prompt_datasets import load_rows
+from training.tasks.workspace.env import GoalError, WorkspaceEnv
 from training.tool_use.system_prompt import render_system_prompt, tool_schemas
 from training.tool_use.tool_names import ToolNameError, check_tool_names, environment_tool_names
-from training.tasks.workspace.env import GoalError, WorkspaceEnv
 
 TOOLS = ["create_ticket", "list_channels", "read_channel", "search_messages", "send_slack_message"]
 

@@ -39,8 +39,8 @@ import numpy as np
 
 from training.tasks.causal.belief_policy import BeliefPolicy
 from training.tasks.causal.env import CausalEnv, EpisodeRecord, make_causal_env
-from training.tasks.causal.scm.optimum import best_value
 from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
+from training.tasks.causal.scm.optimum import best_value
 
 Call = tuple[str, dict]
 Policy = Callable[[CausalEnv, np.random.Generator], Call]

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 from training.tasks.causal.scm.scm import SCM
+from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
 BELIEF_DRAWS = 16
 BELIEF_SEED_KEY = 0xBE11EF  # separates the belief's generator from the episode's and the lookahead's

@@ -43,9 +43,9 @@ from functools import lru_cache
 import numpy as np
 
 from training.tasks.causal.belief import Belief, belief_rng
-from training.tasks.causal.structure_metrics import parent_f1
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
+from training.tasks.causal.structure_metrics import parent_f1
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 # The one default of every row, command and baseline (training.tasks.causal.splits, training.tasks.causal.scm_rows): 6 calls

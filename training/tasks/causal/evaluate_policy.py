@@ -13,9 +13,9 @@ names a LoRA adapter explicitly. The episodes: `--split` (train, heldout, a JSON
 `--scm FILE` (a user's SCM, `training.tasks.causal.scm.user_scm`; episode k of it is the k-th paired episode), with `--budget`
 and `--initial_samples` replacing the rows' (`training.tasks.causal.scm_rows.split_rows`), and `--surrogate` (exact, the
 linear-Gaussian one, by default; additive for nonlinear mechanisms). The sampling settings and length limits come
-from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory):
-temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations, max_tool_calls_per_episode,
-chat_template_kwargs, reward_weights. LM episodes are played sampled (`--decoding sampled`, the training temperature,
+from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory), read
+as training reads it: temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations,
+max_tool_calls_per_episode, chat_template_kwargs, and the weights of its reward functions by name. LM episodes are played sampled (`--decoding sampled`, the training temperature,
 each episode from its own stream under `--seed`), greedy, or both (the default; records carry `decoding`).
 Episode k of every row uses the same environment seed for every policy (paired; training.tasks.causal.policy_episodes).
 `--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after reset).
@@ -28,30 +28,35 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
-import yaml
 
+from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, write_jsonl
 from training.tasks.causal.results import summary_table
-from training.tasks.causal.reward_components import COMPONENTS
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, split_rows
-from training.run_setup.errors import BadInputError, bad_input_exits
 
 
-RECIPE_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_completion_length": 720,
-                   "max_tool_calling_iterations": 7, "max_tool_calls_per_episode": 7,
-                   "chat_template_kwargs": {"enable_thinking": False}, "reward_weights": None}
+def recipe_settings(path: str) -> dict:
+    """The sampling settings, limits and component weights of a recipe, read as training reads it (every key
+    checked, the config's own defaults for the keys it leaves out)."""
+    from training.run_setup.recipe import parse_args
+    from training.tasks.causal.evaluation_task import component_weights
 
-
-def recipe_settings(path: str | None) -> dict:
-    settings = dict(RECIPE_DEFAULTS)
-    if path:
-        recipe = yaml.safe_load(Path(path).read_text()) or {}
-        settings.update({k: recipe[k] for k in RECIPE_DEFAULTS if k in recipe})
-    return settings
+    script, train, _ = parse_args(["--config", path])
+    iterations = train.max_tool_calling_iterations
+    return {
+        "temperature": train.temperature, "top_p": train.top_p, "top_k": train.top_k,
+        "max_completion_length": train.max_completion_length,
+        "max_tool_calling_iterations": train.max_tool_calls_per_episode if iterations is None else iterations,
+        "max_tool_calls_per_episode": train.max_tool_calls_per_episode,
+        "chat_template_kwargs": dict(train.chat_template_kwargs or {}),
+        "weights": component_weights(SimpleNamespace(source=path, reward_funcs=script.reward_funcs,
+                                                     reward_weights=train.reward_weights)),
+    }
 
 
 def load_policy(model: str, adapter: str | None):
@@ -99,8 +104,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     if not Path(args.recipe).expanduser().is_file():
         raise BadInputError(f"--recipe: {args.recipe!r} is not a file")
     settings = recipe_settings(str(Path(args.recipe).expanduser()))
-    weights = None if settings["reward_weights"] is None else dict(zip(COMPONENTS, settings["reward_weights"],
-                                                                     strict=True))
+    weights = settings["weights"]
     env_factory = make_causal_env(args.surrogate, active=not args.frozen)
     started = time.time()
     if args.baseline:

@@ -21,7 +21,6 @@ import math
 from training.evaluation.episodes import SCORE, Episode, episode_seed
 from training.evaluation.spec import EvalSpec, EvalSpecError
 from training.evaluation.task_registry import environment_rows
-from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.reward_components import COMPONENTS
 

@@ -14,10 +14,10 @@ which become the episodes of `eval.jsonl` and `eval_greedy.jsonl` (`evaluation_t
 
 from __future__ import annotations
 
+from training.step.distributed import full_weights_for_generation
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import lm_episodes, mean_metrics
 from training.tasks.causal.reward_components import COMPONENTS
-from training.step.distributed import full_weights_for_generation
 
 SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
 GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")

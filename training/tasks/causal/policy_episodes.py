@@ -35,12 +35,12 @@ import numpy as np
 import torch
 from trl.chat_template_utils import add_response_schema, parse_response
 
-from training.tasks.causal.baselines import POLICIES, environment_seed, run_policy
-from training.tasks.causal.env import CausalEnv
-from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
 from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
 from training.evaluation.episodes import episode_seed
 from training.evaluation.tool_episodes import environment_tools
+from training.tasks.causal.baselines import POLICIES, environment_seed, run_policy
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
 from training.tool_use.tool_calls import EpisodeTools, install_strict_parsing
 
 SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", *COMPONENTS, "invalid_calls", "malformed_calls",

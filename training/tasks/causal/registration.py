@@ -34,6 +34,7 @@ def _evaluate(trainer, rows: list[dict], seed: int):
 def _register_evaluation() -> None:
     from training.evaluation.task_registry import EvalTask, register
     from training.tasks.causal import evaluation_task
+    from training.tasks.causal.baselines import POLICIES
 
     register(EvalTask(
         name="causal",
@@ -41,7 +42,7 @@ def _register_evaluation() -> None:
         applies=evaluation_task.applies,
         evaluate=evaluation_task.evaluate,
         priority=10,  # before the generic environment task, which would score goal success
-        baselines={name: (lambda spec, name=name: name) for name in evaluation_task.POLICIES},
+        baselines={name: (lambda spec, name=name: name) for name in POLICIES},
         metric_directions=dict(evaluation_task.METRIC_DIRECTIONS),
     ))
 

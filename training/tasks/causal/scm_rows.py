@@ -27,11 +27,11 @@ import argparse
 import json
 from pathlib import Path
 
+from training.run_setup.errors import BadInputError, bad_input_exits
+from training.run_setup.prompt_datasets import load_rows, write_split_files
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.scm.user_scm import UserSCMError, load_user_scm
-from training.run_setup.prompt_datasets import load_rows, write_split_files
-from training.run_setup.errors import BadInputError, bad_input_exits
 
 HELDOUT_SEED_OFFSET = 100_000
 CAUSAL_RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "causal_cpu.yaml"  # whatever the working directory
@@ -49,7 +49,9 @@ def scm_generator(spec: str):
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise BadInputError(f"--generator: expected module:function, got {spec!r}")
-    from training.run_setup.input_checks import import_object  # heavy (PEFT, transformers): only when a generator is named
+    from training.run_setup.input_checks import (
+        import_object,  # heavy (PEFT, transformers): only when a generator is named
+    )
 
     return import_object(f"{module}.{name}", "--generator")
 

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from training.run_setup.prompt_datasets import write_split_files
 from training.tasks.causal.baselines import EpsilonPolicy
 from training.tasks.causal.belief_policy import BeliefPolicy
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.tasks.causal.scm.families import FAMILIES, random_scm
 from training.tasks.causal.scm.scm import SCM
-from training.run_setup.prompt_datasets import write_split_files
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "causal"
 N_TRAIN, N_HELDOUT = 256, 128

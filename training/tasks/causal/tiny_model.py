@@ -30,8 +30,15 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 from transformers import PreTrainedTokenizerFast
 
 from training.outputs.atomic import atomic_directory
-from training.run_setup.tiny_qwen3 import (MARKUP_TOKENS, SPECIAL_TOKENS, TINY_ARCH, _tokenizer_corpus, build_model,
-                                 build_tokenizer, qwen3_chat_template)
+from training.run_setup.tiny_qwen3 import (
+    MARKUP_TOKENS,
+    SPECIAL_TOKENS,
+    TINY_ARCH,
+    _tokenizer_corpus,
+    build_model,
+    build_tokenizer,
+    qwen3_chat_template,
+)
 
 CAUSAL_MODEL_NAME = "tiny-qwen3-causal"
 VOCAB_SIZE = 2048
@@ -44,8 +51,8 @@ PIECES = r"X\d+|\bY\b|[-+]?\d+(?:\.\d+)?"  # variable names and numbers: never m
 def _episode_text(renderer, seed: int) -> str:
     from training.tasks.causal.env import CausalEnv, make_causal_env
     from training.tasks.causal.scm.families import FAMILIES, random_scm
-    from training.tool_use.system_prompt import tool_schemas
     from training.tasks.causal.splits import scm_row, target_named_y
+    from training.tool_use.system_prompt import tool_schemas
 
     rng = np.random.default_rng(seed)
     d = int(rng.integers(3, 11))

@@ -17,10 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
-from training.tasks.causal.scm.user_scm import UserSCMError
-from training.run_setup.prompt_datasets import write_split_files
 from training.run_setup.errors import BadInputError, bad_input_exits
+from training.run_setup.prompt_datasets import write_split_files
+from training.tasks.causal.scm.user_scm import UserSCMError
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
 
 DEFAULT_ENVIRONMENT = "training.tasks.causal.env.CausalEnvAdditive"
 ROWS_DIR = "scm_rows"

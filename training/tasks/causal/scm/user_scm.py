@@ -28,10 +28,10 @@ from pathlib import Path
 
 import yaml
 
+from training.run_setup.yaml_errors import yaml_problem
 from training.tasks.causal.scm.expressions import ExpressionError
 from training.tasks.causal.scm.scm import SCM, ExpressionMechanism, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
-from training.run_setup.yaml_errors import yaml_problem
 
 TOP_KEYS = {"name", "source", "target", "goal", "variables", "edges", "max_intervention_value"}
 VAR_KEYS = {"mechanism", "noise_std", "range"}

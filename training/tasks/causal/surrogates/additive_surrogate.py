@@ -20,7 +20,12 @@ from training.tasks.causal.surrogates.exact_surrogate import row_entropies, topo
 from training.tasks.causal.surrogates.linear_scores import check_batch
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
 from training.tasks.causal.surrogates.subsets import MAX_VARS, members
-from training.tasks.causal.surrogates.surrogate import ParentPosterior, check_variables, entropy_nats, posterior_from_mask_probs
+from training.tasks.causal.surrogates.surrogate import (
+    ParentPosterior,
+    check_variables,
+    entropy_nats,
+    posterior_from_mask_probs,
+)
 
 
 @dataclass

@@ -22,10 +22,15 @@ import time
 import numpy as np
 import torch
 
+from training.tasks.causal.scm.scm import SCM
+from training.tasks.causal.structure_metrics import (
+    brier_score,
+    expected_calibration_error,
+    parent_f1,
+    reliability_table,
+)
 from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
 from training.tasks.causal.surrogates.learned_surrogate import LearnedSurrogate
-from training.tasks.causal.structure_metrics import brier_score, expected_calibration_error, parent_f1, reliability_table
-from training.tasks.causal.scm.scm import SCM
 
 
 def episode_data(scm: SCM, budget: int, initial: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:

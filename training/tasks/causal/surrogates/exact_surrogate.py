@@ -19,10 +19,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.tasks.causal.surrogates.linear_scores import NodeStats, check_batch, log_local_scores, merge_rows, merge_single_rows
+from training.tasks.causal.surrogates.linear_scores import (
+    NodeStats,
+    check_batch,
+    log_local_scores,
+    merge_rows,
+    merge_single_rows,
+)
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
 from training.tasks.causal.surrogates.subsets import MAX_VARS, members
-from training.tasks.causal.surrogates.surrogate import ParentPosterior, check_variables, entropy_nats, posterior_from_mask_probs
+from training.tasks.causal.surrogates.surrogate import (
+    ParentPosterior,
+    check_variables,
+    entropy_nats,
+    posterior_from_mask_probs,
+)
 
 
 @dataclass
