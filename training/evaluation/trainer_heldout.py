@@ -158,11 +158,9 @@ class HeldoutEvaluation:
         if not (directory / EVAL_FILE).exists():
             return None
         episodes = read_episodes(directory)
-        directions = {"reward": "higher"}
-        metrics = {"reward": row_means((e.row, e.score) for e in episodes)}
-        for name, direction in self.metric_directions.items():
-            directions[name] = direction
-            metrics[name] = row_means((e.row, e.value(name)) for e in episodes)
+        directions = {**self.metric_directions, "reward": "higher"}  # the task's own first, as the docs show them
+        metrics = {name: row_means((e.row, e.score if name == "reward" else e.value(name)) for e in episodes)
+                   for name in directions}
         return metrics, directions
 
     @property
