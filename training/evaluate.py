@@ -37,7 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "base model and adapter)")
     parser.add_argument("--recipe", help="a recipe YAML: its data, rewards, environment and held-out settings")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a recipe override, as train.py's --KEY VALUE (repeatable), e.g. --set heldout_seed=7")
+                        help="a recipe override, as train.py's --KEY VALUE (repeatable), e.g. --set heldout_seed=7; "
+                        "with a RUN_DIR alone, a change to how the run's own model is evaluated (e.g. "
+                        "environment_factory)")
     parser.add_argument("--model", help="base model (directory, hub id, or tiny-qwen3) instead of the run's/recipe's")
     parser.add_argument("--adapter", help="a LoRA adapter directory (a run or checkpoint-N); 'none' for the base "
                         "model alone")
@@ -74,10 +76,9 @@ def build_spec(args: argparse.Namespace):
     overrides = recipe_overrides(args.set)
     if args.recipe is not None and args.run_dir is None:
         spec = spec_from_recipe(args.recipe, overrides)
-    elif args.recipe is None:
-        if overrides:
-            raise EvalSpecError("--set needs --recipe (a run's settings come from its run_summary.json)")
-        spec = spec_from_run(args.run_dir)
+    elif args.recipe is None:  # the run's own model; --set changes how it is evaluated
+        spec = spec_from_run(args.run_dir, {k.lstrip("-"): v for k, v in zip(overrides[::2], overrides[1::2],
+                                                                          strict=True)})
     else:
         spec = replace(spec_from_recipe(args.recipe, overrides), adapter=str(args.run_dir), source=str(args.run_dir))
     if args.model is not None:

@@ -110,12 +110,14 @@ def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: 
                  port: int | None = None) -> list[str]:
     """The exact command that runs `cell` in the given state (a training run on rendezvous `port`, when given)."""
     recipe = str(cell.run_dir / "recipe.yaml")
+    if cell.adapter_dir is not None:  # the run's own model (its base and adapter), evaluated with other settings
+        sets = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in cell.evaluate_overrides.items()]
+        return [sys.executable, "-m", "training.evaluate", str(cell.adapter_dir), "--out", str(cell.run_dir),
+                "--overwrite", *(arg for s in sets for arg in ("--set", s))]
     if cell.evaluate_only:
         cmd = [sys.executable, "-m", "training.evaluate", "--recipe", recipe, "--out", str(cell.run_dir), "--overwrite"]
         if cell.baseline is not None:
             cmd += ["--baseline", cell.baseline]
-        if cell.adapter_dir is not None:
-            cmd += ["--adapter", str(cell.adapter_dir)]
         return cmd
     cmd = [
         accelerate_executable(), "launch",
@@ -282,6 +284,8 @@ class Runner:
         to write the same cache entry."""
         seen = set()
         for cell in cells:
+            if cell.adapter_dir is not None:  # evaluates another run's model: nothing to build
+                continue
             key = json.dumps({k: cell.recipe.get(k) for k in BASE_MODEL_KEYS}, sort_keys=True, default=str)
             if key in seen:
                 continue

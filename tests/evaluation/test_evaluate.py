@@ -61,3 +61,24 @@ def test_bad_input_is_named_in_one_line(tmp_path):
     with pytest.raises(EvalSpecError, match="task 'reward_functions' has no baseline 'random'"):
         main(["--recipe", "recipes/tiny_cpu.yaml", "--set", "warm_start_steps=0", "--baseline", "random", "--out",
               str(tmp_path / "o")])
+
+
+def test_a_run_is_evaluated_with_changed_settings_on_its_own_model(tmp_path):
+    """`training.evaluate RUN_DIR --set KEY=VALUE`: the run's base model and adapter, another setting (the causal
+    workflow's frozen surrogate); a key the run does not have is named."""
+    from training.evaluation.spec import EvalSpecError, spec_from_run
+
+    base = tmp_path / "base"
+    base.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "adapter_config.json").write_text("{}")
+    (run / "run_summary.json").write_text(json.dumps({
+        "resolved_model_path": str(base), "model_args": {"model_name_or_path": "tiny-qwen3"},
+        "script_args": {"heldout_file": "h.jsonl", "environment_factory": "a.Env", "reward_funcs": []},
+        "training_args": {"heldout_max_samples": 8, "seed": 0}}))
+    spec = spec_from_run(run, {"environment_factory": "b.Frozen", "heldout_max_samples": "3"})
+    assert (spec.model_path, spec.adapter) == (str(base), str(run))
+    assert (spec.environment_factory, spec.max_rows) == ("b.Frozen", 3)
+    with pytest.raises(EvalSpecError, match="--set nope: not a setting of the run"):
+        spec_from_run(run, {"nope": "1"})

@@ -55,6 +55,14 @@ def test_grid_variants_and_seeds_expand_to_named_runs_with_resolved_recipes(tmp_
     ({"variants": {"a": {"evaluate_ony": True}}}, r"unknown key variants.a.evaluate_ony"),
     ({"compare": {"baseline": "nope"}}, r"compare.baseline 'nope' is not a group of this workflow \(\['default'\]\)"),
     ({"seeds": []}, "seeds must be a non-empty list of integers"),
+    ({"variants": {"a": {}, "b": {"baseline": "random"}}}, r"variants.b.baseline needs evaluate_only: true"),
+    ({"variants": {"a": {"evaluate_only": True}, "b": {"evaluate_only": True, "adapter_of": "a"}}},
+     r"variants.b.adapter_of: 'a' is not a trained variant of this workflow \(\[\]\)"),
+    ({"variants": {"a": {}, "b": {"evaluate_only": True, "adapter_of": "a", "baseline": "random"}}},
+     "give baseline or adapter_of, not both"),
+    ({"grid": {"lora_r": [8, 16]}, "variants": {"a": {}, "b": {"evaluate_only": True, "adapter_of": "a"}}},
+     "a swept workflow has several runs per seed"),
+    ({"seed_keys": ["seed"]}, r"seed_keys sets \['seed'\], which the workflow sets itself"),
 ])
 def test_a_bad_workflow_is_refused_naming_file_and_field(tmp_path, spec, message):
     path = write_workflow(tmp_path, **spec)
@@ -165,3 +173,20 @@ def test_shipped_workflows_expand_to_runs_training_accepts(name):
         assert sorted({c.group for c in wf.cells}) == ["grpo", "plain_trl", "warm_start"]
         assert [c.seed for c in wf.cells if c.group == "grpo"] == [0, 1, 2]
         assert {c.recipe.get("trainer", "strict") for c in wf.cells if c.group == "plain_trl"} == {"trl"}
+
+
+def test_baselines_evaluations_of_trained_runs_and_seed_keys_expand_to_their_commands(tmp_path):
+    """`baseline` evaluates a scripted policy, `adapter_of` a trained variant's run of the same seed (its own model,
+    with the variant's overrides as evaluation settings), `seed_keys` sets recipe keys to each run's seed."""
+    path = write_workflow(tmp_path, seed_keys=["model_seed"], variants={
+        "trained": {}, "random": {"evaluate_only": True, "baseline": "random"},
+        "again": {"evaluate_only": True, "adapter_of": "trained", "overrides": {"heldout_max_samples": 5}}})
+    wf = load_workflow(path)
+    cells = {c.name: c for c in wf.cells}
+    assert list(cells) == ["trained-seed0", "trained-seed1", "random-seed0", "again-seed0", "again-seed1"]
+    assert [cells[f"trained-seed{s}"].recipe["model_seed"] for s in (0, 1)] == [0, 1]
+    assert cell_command(wf, cells["random-seed0"])[-2:] == ["--baseline", "random"]
+    again = cell_command(wf, cells["again-seed1"])
+    assert again[3] == str(cells["trained-seed1"].run_dir)  # the run's own model, not the recipe's
+    assert again[-2:] == ["--set", "heldout_max_samples=5"] and "--recipe" not in again
+    assert cells["again-seed0"].config_hash != cells["again-seed1"].config_hash

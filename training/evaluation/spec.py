@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import yaml
+
 from training.outputs import run_files
 from training.run_setup.errors import BadInputError
 
@@ -79,9 +81,10 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
     )
 
 
-def spec_from_run(run_dir: str | Path) -> EvalSpec:
+def spec_from_run(run_dir: str | Path, overrides: dict[str, str] | None = None) -> EvalSpec:
     """The spec of a finished run: its recipe's data, rewards and held-out settings, its base model and its final
-    adapter (the run directory itself)."""
+    adapter (the run directory itself). `overrides` (recipe key -> YAML value) change the evaluation's settings, e.g.
+    `environment_factory`; the model stays the run's own (its warm-started base and its adapter)."""
     run_dir = Path(run_dir)
     summary_path = run_dir / run_files.RUN_SUMMARY
     if not summary_path.exists():
@@ -96,8 +99,14 @@ def spec_from_run(run_dir: str | Path) -> EvalSpec:
             f"{summary_path}: the run's base model {model_path!r} is gone (a cleared cache?); rebuild it with "
             f"--recipe RECIPE --adapter {run_dir}"
         )
-    spec = _spec_from_args(str(run_dir), summary["script_args"], summary["training_args"], summary["model_args"],
-                           model_path)
+    args = [dict(summary["script_args"]), dict(summary["training_args"]), dict(summary["model_args"])]
+    for key, value in (overrides or {}).items():
+        holders = [a for a in args if key in a]
+        if not holders:
+            raise EvalSpecError(f"--set {key}: not a setting of the run in {summary_path}")
+        for holder in holders:
+            holder[key] = yaml.safe_load(value)
+    spec = _spec_from_args(str(run_dir), *args, model_path)
     adapter = run_dir if (run_dir / "adapter_config.json").exists() else None
     return replace(spec, adapter=None if adapter is None else str(adapter))
 

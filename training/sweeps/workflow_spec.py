@@ -13,7 +13,8 @@
       plain_trl: {overrides: {trainer: trl}}
       warm_start: {evaluate_only: true}   # no training: the recipe's starting model, scored on the same episodes
       random: {evaluate_only: true, baseline: random}   # a task's scripted baseline (training.evaluate --baseline)
-      again: {evaluate_only: true, adapter_of: grpo, overrides: {...}}  # grpo's run of each seed, evaluated again
+      again: {evaluate_only: true, adapter_of: grpo, overrides: {...}}  # grpo's run of each seed (its own model),
+                                                      # evaluated again with these settings changed
     launcher: {accelerate_config: accelerate_configs/cpu.yaml, num_processes: 1, threads_per_run: 1}
     compare: {baseline: warm_start, alpha: 0.05, band: 0.05, window: 3}
 
@@ -64,7 +65,8 @@ class Cell:
     evaluate_only: bool
     run_dir: Path
     baseline: str | None = None    # evaluate_only: the task's scripted baseline instead of a model
-    adapter_dir: Path | None = None  # evaluate_only: the run whose adapter is evaluated (`adapter_of`, same seed)
+    adapter_dir: Path | None = None  # evaluate_only: the run whose model is evaluated (`adapter_of`, same seed)
+    evaluate_overrides: dict = field(default_factory=dict)  # with adapter_dir: how that run's model is evaluated
 
     @property
     def config_hash(self) -> str:
@@ -193,7 +195,8 @@ def load_workflow(path: str | Path, output_dir: str | None = None) -> Workflow:
                 recipe.setdefault("project", name)
                 adapter_dir = None if adapter_of is None else out / "runs" / f"{adapter_of}-seed{seed}"
                 cells.append(Cell(len(cells) + 1, cell_name, group, variant, seed, point, recipe_path, recipe,
-                                  evaluate_only, run_dir, vspec.get("baseline"), adapter_dir))
+                                  evaluate_only, run_dir, vspec.get("baseline"), adapter_dir,
+                                  dict(voverrides) if adapter_dir is not None else {}))
     groups = {c.group for c in cells}
     if compare.get("baseline") is not None and compare["baseline"] not in groups:
         raise WorkflowError(f"{source}: compare.baseline {compare['baseline']!r} is not a group of this workflow "

@@ -40,8 +40,12 @@ def test_the_causal_workflow_trains_evaluates_and_compares_every_policy(tmp_path
     assert comparison["episodes"]["units"] == 3
     oracle = next(m for m in comparison["models"] if m["name"] == "oracle")
     assert oracle["mean"] == 0.0 and comparison["ranking"][0] == "oracle"
-    frozen = json.loads((tmp_path / "out" / "runs" / "frozen-seed1" / "eval_summary.json").read_text())
+    runs = tmp_path / "out" / "runs"
+    frozen = json.loads((runs / "frozen-seed1" / "eval_summary.json").read_text())
     assert frozen["adapter"].endswith("trained-seed1") and frozen["spec"]["environment_factory"].endswith("Frozen")
+    # the trained run's own model: its warm-started base, not one warm-started on frozen-surrogate traces
+    trained = json.loads((runs / "trained-seed1" / "run_summary.json").read_text())
+    assert frozen["model_path"] == trained["resolved_model_path"]
     recipe = yaml.safe_load((tmp_path / "out" / "runs" / "trained-seed1" / "recipe.yaml").read_text())
     assert recipe["model_seed"] == 1  # seed_keys: each seed from its own warm start
     report = (tmp_path / "out" / "report.md").read_text()

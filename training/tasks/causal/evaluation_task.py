@@ -10,7 +10,8 @@ episode's token stream, and for every policy the pairing key (episode k of an SC
 `environment_seed(row, k)` whatever the policy); greedy episodes have none, as everywhere.
 
 The environment is the recipe's `environment_factory` (`CausalEnvFrozen` for a frozen surrogate:
-`--set environment_factory=training.tasks.causal.env.CausalEnvFrozen`); the baselines (`--baseline NAME`) are
+`python -m training.evaluate RUN_DIR --set environment_factory=training.tasks.causal.env.CausalEnvFrozen`, the run's
+own model); the baselines (`--baseline NAME`) are
 `training.tasks.causal.baselines.POLICIES`, played with the same surrogate, active only.
 """
 
