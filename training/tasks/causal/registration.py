@@ -47,9 +47,18 @@ def _register_evaluation() -> None:
     ))
 
 
+def _task_metric_directions() -> dict[str, str]:
+    """The causal metrics and their directions, as the evaluation task records them, without the score (the
+    training-time change reports it as the reward)."""
+    from training.evaluation.episodes import SCORE
+    from training.tasks.causal.evaluation_task import METRIC_DIRECTIONS
+
+    return {name: better for name, better in METRIC_DIRECTIONS.items() if name != SCORE}
+
+
 register_tiny_model("tiny-qwen3-causal", _resolve_tiny_model)
 register_training_evaluator(TrainingEvaluator(
     name="causal", applies=_applies, evaluate=_evaluate,
-    metric_directions={"regret": "lower", "parent_f1": "higher", "info_gain": "higher"},
+    metric_directions=_task_metric_directions(),
 ))
 _register_evaluation()
