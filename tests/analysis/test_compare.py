@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from training.analysis.compared_runs import load_run
 from training.analysis.stats import compare_paired
-from training.compare import ComparisonError, main
+from training.compare import ComparisonError, compare, main
 from training.evaluation.episodes import Episode, episode_seed, write_episodes
 
 ROWS, SAMPLES = 100, 2
@@ -184,3 +185,22 @@ def test_a_task_metric_is_compared_in_its_own_direction(tmp_path, base):
     assert only["metric"] == "regret" and only["by_metric"] == {}
     with pytest.raises(ComparisonError, match="not a metric of every run"):
         main([*dirs, "--out", str(tmp_path / "cmp3"), "--metric", "parent_f1"])
+
+
+def test_a_caller_names_the_group_of_a_run(tmp_path, base):
+    """`load_run(DIR, group=LABEL)` puts the run in LABEL whatever its directory name or workflow_run.json say (what
+    training.tasks.causal.results does for LABEL=GLOB); without it, the group is read from the directory."""
+    rng = np.random.default_rng(8)
+    a0 = write_run(tmp_path / "trained_s0", base + 0.1 + rng.normal(0, 0.05, base.size))
+    a1 = write_run(tmp_path / "other-seed1", base + 0.1 + rng.normal(0, 0.05, base.size), group="wf", seed=1)
+    b = write_run(tmp_path / "ref-seed0", base + rng.normal(0, 0.05, base.size))
+    assert [load_run(str(d)).group for d in (a0, a1, b)] == ["trained_s0", "wf", "ref"]
+    runs = [load_run(str(a0), group="trained"), load_run(f"named={a1}", group="trained"), load_run(str(b), group="ref")]
+    assert [(r.name, r.group, r.seed) for r in runs] == [("trained_s0", "trained", None), ("named", "trained", 1),
+                                                         ("ref-seed0", "ref", 0)]
+    result = compare(runs, baseline="ref")
+    models = {m["name"]: m for m in result["models"]}
+    assert set(models) == {"trained", "ref"}
+    assert [r["name"] for r in models["trained"]["runs"]] == ["trained_s0", "named"]
+    (pair,) = result["pairwise"]
+    assert (pair["a"], pair["b"]) == ("trained", "ref") and pair["significant"] and pair["mean_diff"] > 0

@@ -12,9 +12,11 @@ from scipy import stats
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.evaluation.tool_episodes as env_eval
+import training.evaluation.tool_loop as tool_loop
 from training.evaluation.episode_streams import GumbelNoise, seeded_sampling_kwargs
 from training.evaluation.episodes import episode_seed, read_episodes, summarize
 from training.evaluation.heldout_reward import heldout_episodes, heldout_reward
+from training.evaluation.tool_loop import EpisodeSettings
 from training.outputs.jsonsafe import nonfinite_to_null
 from training.outputs.run_summary import write_run_summary
 from training.run_setup.prompt_datasets import load_rows
@@ -162,16 +164,15 @@ def workspace_rows():
 
 def test_a_tool_that_raises_answers_the_model_and_is_counted(monkeypatch, model_and_tokenizer, workspace_rows):
     model, tokenizer = model_and_tokenizer
-    monkeypatch.setattr(env_eval, "parse_response", _always_calls_list_channels)
+    monkeypatch.setattr(tool_loop, "parse_response", _always_calls_list_channels)
     seen = []
-    original = env_eval._run_calls
-    monkeypatch.setattr(env_eval, "_run_calls", lambda m, t: seen.append(original(m, t)) or seen[-1])
-    episodes, counts = env_eval.environment_episodes(
-        model, tokenizer, workspace_rows, _BrokenToolEnv, template_kwargs=NO_THINKING, max_new_tokens=2,
-        max_turns=2, max_tool_calls=4, sampling=SAMPLING, num_samples=2, seed=1,
-    )
-    assert counts[env_eval.TOOL_ERROR] == 3 * 2 * 2  # every call of every turn of every episode
-    assert "RuntimeError: channel service down" in seen[0][0]["content"]
+    original = tool_loop._run_calls
+    monkeypatch.setattr(tool_loop, "_run_calls", lambda m, ep: seen.append(original(m, ep)) or seen[-1])
+    settings = EpisodeSettings(sampling=SAMPLING, episodes_per_row=2, seed=1, template_kwargs=NO_THINKING,
+                               max_completion_length=64, max_iterations=1, max_tool_calls=4)
+    episodes, counts = env_eval.environment_episodes(model, tokenizer, workspace_rows, _BrokenToolEnv, settings)
+    assert counts[env_eval.TOOL_ERROR] == 3 * 2  # the call of the one round of every episode
+    assert seen[0][0]["content"] == str({"error": "channel service down"})  # what TRL's loop answers
     assert len(episodes) == 6 and all(e.score == 0.0 and e.success is False for e in episodes)
 
 
@@ -180,8 +181,8 @@ def test_a_goal_checker_without_a_reward_leaves_its_episode_unscorable(model_and
     rows = [dict(workspace_rows[0], goal_json=json.dumps({"channel": "eng", "text": "x"})), *workspace_rows[1:]]
     goals = [json.loads(r["goal_json"]).get("channel") for r in rows]
     sink = []
-    mean, _ = env_eval.environment_success(model, tokenizer, rows, _NoneGoalEnv, template_kwargs=NO_THINKING,
-                                           max_new_tokens=2, max_turns=1, episodes=sink)
+    settings = EpisodeSettings(template_kwargs=NO_THINKING, max_completion_length=2, max_iterations=0)
+    mean, _ = env_eval.environment_success(model, tokenizer, rows, _NoneGoalEnv, settings, episodes=sink)
     expected_none = [g == "eng" for g in goals]
     assert [e.score is None for e in sink] == expected_none and any(expected_none) and not all(expected_none)
     assert mean == 1.0 and summarize(sink).nan_count == sum(expected_none)

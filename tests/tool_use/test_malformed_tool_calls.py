@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from training.evaluation.tool_episodes import environment_tools
+from training.evaluation.tool_loop import environment_tools
 from training.run_setup.flags import read_flags
 from training.tasks.workspace.env import WorkspaceEnv
 from training.tool_use.tool_calls import (

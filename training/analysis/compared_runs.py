@@ -5,7 +5,8 @@ A directory needs `eval.jsonl` (training's final held-out evaluation, or `python
 train-reward curve), `workflow_run.json` (written by `training.workflow`: the run's `group` and `seed`).
 
 Grouping: runs of one configuration with different seeds form a group. The group is `workflow_run.json`'s `group`
-when present, else the directory name without a trailing `-seed<N>` (`grpo-seed2` -> `grpo`).
+when present, else the directory name without a trailing `-seed<N>` (`grpo-seed2` -> `grpo`); a caller that knows
+the model (`load_run(..., group=LABEL)`, as `training.tasks.causal.results` does for its `LABEL=GLOB`) names it.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def _metric_directions(run_dir: Path) -> dict[str, str]:
     return dict(summary.get("metric_directions") or {"score": "higher"})
 
 
-def load_run(spec: str) -> ComparedRun:
-    """A run from `DIR` or `NAME=DIR` (the name shown in reports; default: the directory name)."""
+def load_run(spec: str, group: str | None = None) -> ComparedRun:
+    """A run from `DIR` or `NAME=DIR` (the name shown in reports; default: the directory name); `group`, when given,
+    is the model it belongs to, instead of the one read from the directory (module docstring)."""
     name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
     run_dir = Path(path)
     if not run_dir.is_dir():
@@ -92,7 +94,7 @@ def load_run(spec: str) -> ComparedRun:
     name = name or run_dir.name
     meta = _read_json(run_dir / WORKFLOW_RUN_FILE) if (run_dir / WORKFLOW_RUN_FILE).exists() else {}
     match = _SEED_SUFFIX.search(run_dir.name)
-    group = meta.get("group") or (_SEED_SUFFIX.sub("", run_dir.name) if match else name)
+    group = group or meta.get("group") or (_SEED_SUFFIX.sub("", run_dir.name) if match else name)
     seed = meta.get("seed", int(match.group(1)) if match else None)
     return ComparedRun(
         name=name,

@@ -101,18 +101,11 @@ def environment_rows(spec: EvalSpec) -> tuple[object, list[dict]]:
 
 def _evaluate_environment(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
     from training.evaluation.tool_episodes import TOOL_ERROR, environment_episodes
-    from training.run_setup.warm_start_tools import sampling_chat_template
+    from training.evaluation.tool_loop import EpisodeSettings
 
     model, tokenizer = policy
     factory, rows = environment_rows(spec)
-    iterations = spec.max_tool_calling_iterations
-    max_turns = min(iterations if iterations is not None else spec.max_tool_calls, spec.max_tool_calls) + 1
-    episodes, counts = environment_episodes(
-        model, tokenizer, rows, factory, chat_template=sampling_chat_template(tokenizer),
-        template_kwargs=spec.template_kwargs, max_new_tokens=spec.max_new_tokens, max_turns=max_turns,
-        max_tool_calls=spec.max_tool_calls, sampling=_sampling(spec), num_samples=spec.samples_per_prompt,
-        seed=spec.eval_seed,
-    )
+    episodes, counts = environment_episodes(model, tokenizer, rows, factory, EpisodeSettings.from_spec(spec))
     tool_errors = counts.pop(TOOL_ERROR, 0)
     return episodes, {"malformed_calls": dict(counts), "tool_errors": tool_errors}
 

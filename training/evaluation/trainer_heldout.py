@@ -25,6 +25,7 @@ from training.evaluation.episodes import EVAL_FILE, SCORE, Episode, read_episode
 from training.evaluation.heldout_change import MetricChange, changes, row_means
 from training.evaluation.heldout_reward import heldout_episodes
 from training.evaluation.tool_episodes import TOOL_ERROR, environment_success
+from training.evaluation.tool_loop import EpisodeSettings
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
 from training.run_setup.task_plugins import TrainingEvaluator, training_evaluator
@@ -118,27 +119,14 @@ class HeldoutEvaluation:
         trainer = self.trainer
         if trainer._multi_environment:
             raise NotImplementedError("held-out evaluation supports a single environment_factory, not a dict")
-        common = dict(
-            model=trainer.accelerator.unwrap_model(trainer.model),
-            tokenizer=trainer.processing_class,
-            rows=self.rows[: trainer.args.heldout_max_samples],
-            env_factory=trainer.environment_factories[None],
-            chat_template=trainer.chat_template,
-            template_kwargs=trainer.chat_template_kwargs,
-            max_new_tokens=trainer.max_completion_length,
-            max_turns=min(trainer.max_tool_calling_iterations, trainer.args.max_tool_calls_per_episode) + 1,
-            max_tool_calls=trainer.args.max_tool_calls_per_episode,
-        )
+        model, tokenizer = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
+        rows, factory = self.rows[: trainer.args.heldout_max_samples], trainer.environment_factories[None]
+        settings = EpisodeSettings.from_trainer(trainer, self.seed)
         sampled_episodes: list[Episode] = []
         greedy_episodes: list[Episode] = []
-        sampled, counts = environment_success(
-            **common,
-            sampling={"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
-            num_samples=trainer.args.heldout_samples_per_prompt,
-            seed=self.seed,
-            episodes=sampled_episodes,
-        )
-        greedy, greedy_counts = environment_success(**common, episodes=greedy_episodes)
+        sampled, counts = environment_success(model, tokenizer, rows, factory, settings, episodes=sampled_episodes)
+        greedy, greedy_counts = environment_success(model, tokenizer, rows, factory, settings.greedy(),
+                                                    episodes=greedy_episodes)
         both = counts + greedy_counts
         tool_errors = float(both.pop(TOOL_ERROR, 0))
         values: dict[str, float] = {}

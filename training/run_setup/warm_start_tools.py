@@ -14,18 +14,11 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
-from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
-
-from training.evaluation.tool_episodes import environment_tools
+from training.evaluation.tool_loop import environment_tools, sampling_chat_template
 from training.run_setup.models import cache_root
 from training.run_setup.warm_start import _cache_key, fine_tune_cached
 
 FINAL_ANSWER = "Done."  # the last assistant turn of every trace, and the whole of a lazy one
-
-
-def sampling_chat_template(tokenizer) -> str | None:
-    """The template TRL's GRPOTrainer renders tool conversations with (None: the tokenizer's own)."""
-    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
 
 
 def reference_trace(row: dict, tool_results: list[str]) -> list[dict]:

@@ -27,7 +27,7 @@ EPISODES = 2  # per held-out SCM: 64 paired episodes per policy
 
 def heldout(model: str, out) -> dict[str, float]:
     records = evaluate(["--recipe", RECIPE, "--model", model, "--decoding", "sampled", "--episodes", str(EPISODES),
-                        "--out", str(out)])
+                        "--out", str(out)])  # an evaluation directory
     return {k: float(np.mean([r[k] for r in records])) for k in ("regret", "info_gain", "parent_f1", "reward")}
 
 
@@ -38,8 +38,8 @@ def test_causal_recipe_finishes_in_time_and_improves_heldout_regret_and_informat
     assert summary["stopped_reason"] == "completed" and summary["wall_time_s"] <= 15 * 60, summary["wall_time_s"]
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(s["rewards/nonfinite_count"] == 0 for s in steps if "loss" in s)
-    before = heldout(summary["resolved_model_path"], tmp_path / "warm_start.jsonl")
-    after = heldout(str(out), tmp_path / "trained.jsonl")
+    before = heldout(summary["resolved_model_path"], tmp_path / "warm_start")
+    after = heldout(str(out), tmp_path / "trained")
     assert after["regret"] < before["regret"] and after["info_gain"] > before["info_gain"], (before, after)
 
 
@@ -59,6 +59,6 @@ def test_one_component_alone_moves_its_own_metric(tmp_path, component, metric, b
     summary = train(["--config", RECIPE, "--output_dir", str(out), "--max_wall_time_s", "3600",
                      "--reward_weights", *weights])
     assert summary["stopped_reason"] == "completed", summary
-    before = heldout(summary["resolved_model_path"], tmp_path / "warm_start.jsonl")
-    after = heldout(str(out), tmp_path / "trained.jsonl")
+    before = heldout(summary["resolved_model_path"], tmp_path / "warm_start")
+    after = heldout(str(out), tmp_path / "trained")
     assert better(after[metric], before[metric]), (component, before, after)

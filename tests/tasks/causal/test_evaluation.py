@@ -3,15 +3,16 @@ same tool layer as training, limits end episodes as TRL's loop does, records car
 paired with the baselines' episode k."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 from transformers import AutoTokenizer
 
+from training.evaluation.tool_loop import EpisodeSettings, sampling_chat_template, tool_suffix_ids
 from training.run_setup.prompt_datasets import load_rows
-from training.run_setup.warm_start_tools import sampling_chat_template
 from training.tasks.causal.baselines import OraclePolicy, RandomPolicy, run_policy
-from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, mean_metrics, tool_suffix_ids
+from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, mean_metrics
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards
 from training.tasks.causal.splits import DATA_DIR
 
@@ -53,8 +54,9 @@ def rows():
 
 def play(tok, rows, script, **kw):
     lm = ScriptedLM(tok, script)
-    settings = dict(episodes=1, chat_template=sampling_chat_template(tok), template_kwargs=KW)
-    return lm, lm_episodes(lm, tok, rows, **{**settings, **kw})
+    settings = EpisodeSettings(chat_template=sampling_chat_template(tok), template_kwargs=KW,
+                               max_completion_length=720, max_iterations=7, max_tool_calls=7)
+    return lm, lm_episodes(lm, tok, rows, replace(settings, **kw))
 
 
 def test_calls_run_through_the_training_tool_layer_and_records_carry_every_metric(tok, rows):
@@ -92,7 +94,7 @@ def test_the_iteration_limit_and_the_completion_length_end_episodes(tok, rows):
 
 
 def test_episode_k_is_paired_with_the_baselines_episode_k(tok, rows):
-    lm, records = play(tok, rows, ["Done."], episodes=2)
+    lm, records = play(tok, rows, ["Done."], episodes_per_row=2)
     prompts = [tok.decode(ids) for ids in lm.inputs[0]]
     for i, row in enumerate(rows):
         for k in range(2):

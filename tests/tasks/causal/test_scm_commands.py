@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from training.evaluation.episodes import read_episodes
+from training.run_setup.errors import BadInputError
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.causal import evaluate_baselines, evaluate_policy, results, scm_rows, train_scm
+from training.tasks.causal import evaluate_baselines, evaluate_policy, scm_rows, train_scm
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.tasks.causal.splits import scm_row
 
@@ -27,29 +28,28 @@ def elsewhere(tmp_path, monkeypatch):
     return tmp_path
 
 
-def read_jsonl(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
 def test_an_scm_file_is_a_split_for_evaluate_policy_from_any_directory(elsewhere):
     # was: DatasetError '.../data/causal/cbo.yaml.jsonl' does not exist; and --recipe's relative default
     # recipes/causal_cpu.yaml raised FileNotFoundError outside the checkout
     records = evaluate_policy.main(["--baseline", "random", "--split", "cbo.yaml", "--episodes", "2", "--budget", "3",
-                                    "--out", "random.jsonl"])
+                                    "--out", "random"])
     assert len(records) == 2 and all(r["budget"] == 3 and r["n_vars"] == 3 for r in records)
-    assert [r["env_seed"] for r in read_jsonl(elsewhere / "random.jsonl")] == [r["env_seed"] for r in records]
+    written = read_episodes(elsewhere / "random")  # an evaluation directory, as training.evaluate writes
+    assert [e.extra["env_seed"] for e in written] == [r["env_seed"] for r in records]
+    assert [e.metrics["regret"] for e in written] == [r["regret"] for r in records]
+    summary = json.loads((elsewhere / "random" / "eval_summary.json").read_text())
+    assert summary["metric_directions"]["regret"] == "lower" and summary["baseline"] == "random"
     again = evaluate_policy.main(["--baseline", "random", "--scm", "cbo.yaml", "--episodes", "2", "--budget", "3",
-                                  "--out", "again.jsonl"])
+                                  "--out", "again"])
     assert [r["call_log"] for r in again] == [r["call_log"] for r in records]  # --scm and --split FILE: same episodes
     assert evaluate_policy.CAUSAL_RECIPE.is_absolute() and evaluate_policy.CAUSAL_RECIPE.is_file()
-    text = results.main(["random=random.jsonl", "again=again.jsonl"])  # the comparison reports the best E[Y | do]
-    pooled = text.split("Pooled over seeds:")[1]
-    assert "| random |" in pooled and "| again |" in pooled and "(-2.1718)" in pooled
+    with pytest.raises(BadInputError, match="already holds an eval.jsonl"):
+        evaluate_policy.evaluate(["--baseline", "random", "--scm", "cbo.yaml", "--out", "again"])
 
 
 def test_a_missing_scm_file_is_one_error_line(elsewhere, capsys):
     with pytest.raises(SystemExit) as err:
-        evaluate_policy.main(["--baseline", "random", "--scm", "nope.yaml", "--out", "x.jsonl"])
+        evaluate_policy.main(["--baseline", "random", "--scm", "nope.yaml", "--out", "x"])
     assert err.value.code == 2
     assert capsys.readouterr().err.strip().startswith("error: --scm: SCM file")
 
@@ -98,20 +98,20 @@ def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(e
     del row["prompt"]
     (elsewhere / "bare.jsonl").write_text(json.dumps(row) + "\n")
     records = evaluate_policy.main(["--baseline", "oracle", "--split", "bare.jsonl", "--episodes", "1", "--out",
-                                    "o.jsonl"])
+                                    "o"])
     assert records[0]["calls"] == 2.0 and records[0]["interventions_on"] == {"Z": 2}
     with pytest.raises(SystemExit) as err:
-        evaluate_policy.main(["--model", "unused", "--split", "bare.jsonl", "--out", "m.jsonl"])
+        evaluate_policy.main(["--model", "unused", "--split", "bare.jsonl", "--out", "m"])
     assert err.value.code == 2 and "row 0 has no 'prompt'" in capsys.readouterr().err
 
 
 def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhere, capsys):
     # was: --split choices were train/heldout only, and records lacked where the belief ended
     evaluate_baselines.main(["--scm", "cbo.yaml", "--budget", "3", "--initial_samples", "4", "--episodes", "2",
-                    "--policies", "random,greedy_eig,oracle", "--surrogate", "additive", "--out", "b.jsonl"])
+                    "--policies", "random,greedy_eig,oracle", "--surrogate", "additive", "--out", "b"])
     out = capsys.readouterr().out
     assert "| random |" in out and "| greedy_eig |" in out and "| oracle |" in out and "(-2.1718)" in out
-    records = read_jsonl(elsewhere / "b.jsonl")
+    records = [e.extra for name in ("random", "greedy_eig", "oracle") for e in read_episodes(elsewhere / "b" / name)]
     assert [r["policy"] for r in records] == ["random"] * 2 + ["greedy_eig"] * 2 + ["oracle"] * 2
     for r in records:
         assert set(r["parent_marginals"]) == {"X", "Z"} and all(0 <= p <= 1 for p in r["parent_marginals"].values())

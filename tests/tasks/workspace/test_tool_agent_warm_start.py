@@ -2,6 +2,7 @@
 traces, and held-out success over sampled episodes."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -9,8 +10,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.run_setup.warm_start_tools as warm_start_tools
 from training.evaluation.tool_episodes import environment_success
+from training.evaluation.tool_loop import EpisodeSettings, sampling_chat_template
 from training.run_setup.prompt_datasets import load_rows
-from training.run_setup.warm_start_tools import encode_trace, sampling_chat_template, trace_warm_start
+from training.run_setup.warm_start_tools import encode_trace, trace_warm_start
 from training.tasks.workspace.env import WorkspaceEnv
 from training.tasks.workspace.splits import CHANNELS, TEXTS, TITLES
 from training.tool_use.system_prompt import render_system_prompt, with_system_prompt
@@ -101,20 +103,20 @@ class _EveryOtherEpisodeSucceeds(WorkspaceEnv):
 def test_sampled_heldout_success_averages_over_episodes_and_is_reproducible(tiny_model_dir, workspace_rows):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    common = dict(chat_template=sampling_chat_template(tokenizer), template_kwargs=NO_THINKING, max_new_tokens=8,
-                  max_turns=1)
+    greedy = EpisodeSettings(chat_template=sampling_chat_template(tokenizer), template_kwargs=NO_THINKING,
+                             max_completion_length=8, max_iterations=0)
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
     rows = workspace_rows[:3]
 
     _EveryOtherEpisodeSucceeds.created = 0
     rng = torch.get_rng_state()
-    success, _ = environment_success(model, tokenizer, rows, _EveryOtherEpisodeSucceeds, **common,
-                                     sampling=sampling, num_samples=4, seed=7)
+    success, _ = environment_success(model, tokenizer, rows, _EveryOtherEpisodeSucceeds,
+                                     replace(greedy, sampling=sampling, episodes_per_row=4, seed=7))
     assert torch.equal(torch.get_rng_state(), rng)
     assert _EveryOtherEpisodeSucceeds.created == 12 and success == 0.5
 
     _EveryOtherEpisodeSucceeds.created = 0
-    environment_success(model, tokenizer, rows, _EveryOtherEpisodeSucceeds, **common)
+    environment_success(model, tokenizer, rows, _EveryOtherEpisodeSucceeds, greedy)
     assert _EveryOtherEpisodeSucceeds.created == 3  # greedy: one episode per row
 
     def replies(seed):
@@ -134,8 +136,8 @@ def test_sampled_heldout_success_averages_over_episodes_and_is_reproducible(tiny
 
         model.generate = recording_generate
         try:
-            environment_success(model, tokenizer, rows, factory, **common, sampling=sampling, num_samples=2,
-                                seed=seed)
+            environment_success(model, tokenizer, rows, factory,
+                                replace(greedy, sampling=sampling, episodes_per_row=2, seed=seed))
         finally:
             del model.generate
         return episodes
@@ -154,16 +156,16 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
     trainer.heldout_rows = workspace_post_rows()[:2]
     calls = []
 
-    def fake_success(**kwargs):
-        calls.append(kwargs)
-        sampled = kwargs.get("sampling") is not None
+    def fake_success(model, tokenizer, rows, factory, settings, episodes=None):
+        calls.append({"rows": rows, "settings": settings})
+        sampled = settings.sampling is not None
         return (0.25, Counter(bad_json=2)) if sampled else (0.5, Counter(unknown_tool=1))
 
     monkeypatch.setattr(heldout, "environment_success", fake_success)
     result = trainer.evaluate_heldout()
     assert result == {"heldout/reward": 0.25, "heldout/greedy_reward": 0.5, "heldout/malformed_calls": 3.0}
-    sampled = next(c for c in calls if c.get("sampling"))
-    assert sampled["sampling"]["temperature"] == 0.9 and sampled["num_samples"] == 3
+    sampled = next(c for c in calls if c["settings"].sampling)
+    assert sampled["settings"].sampling["temperature"] == 0.9 and sampled["settings"].episodes_per_row == 3
     assert sampled["rows"] == trainer.heldout_rows
 
 
@@ -172,7 +174,7 @@ def test_sampled_heldout_leaves_the_cuda_generator_as_it_was(tiny_model_dir, wor
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).to("cuda")
     cuda_rng, cpu_rng = torch.cuda.get_rng_state(), torch.get_rng_state()
-    environment_success(model, tokenizer, workspace_rows[:2], WorkspaceEnv,
-                        chat_template=sampling_chat_template(tokenizer), template_kwargs=NO_THINKING, max_new_tokens=4,
-                        max_turns=1, sampling={"temperature": 1.0}, num_samples=2, seed=5)
+    environment_success(model, tokenizer, workspace_rows[:2], WorkspaceEnv, EpisodeSettings(
+        sampling={"temperature": 1.0}, episodes_per_row=2, seed=5, chat_template=sampling_chat_template(tokenizer),
+        template_kwargs=NO_THINKING, max_completion_length=4, max_iterations=0))
     assert torch.equal(torch.cuda.get_rng_state(), cuda_rng) and torch.equal(torch.get_rng_state(), cpu_rng)

@@ -1,19 +1,23 @@
 """The scripted baselines on a causal split or a user's SCM file, from the command line.
 
 `python -m training.tasks.causal.evaluate_baselines --split heldout --episodes N` (or `--scm FILE --budget B
---initial_samples I`, `--surrogate additive`, `--out records.jsonl`) prints per baseline the final regret, parent F1
+--initial_samples I`, `--surrogate additive`, `--out DIR`) prints per baseline the final regret, parent F1
 of the final posterior, cumulative information gain, reward, the best E[target | do] against the optimum, the final
 parent marginals and each variable's share of the interventions (`training.tasks.causal.results.summary_table`).
+`--out DIR` writes each baseline's evaluation directory, `DIR/<baseline>` (`eval.jsonl`, `eval_summary.json`), which
+`python -m training.tasks.causal.results` and `python -m training.compare` read.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES
-from training.tasks.causal.policy_episodes import baseline_episodes, write_jsonl
+from training.tasks.causal.evaluation_task import write_evaluation
+from training.tasks.causal.policy_episodes import baseline_episodes
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import add_episode_source_arguments, split_rows
 
@@ -22,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Baseline policies on a causal split or a user's SCM file.")
     add_episode_source_arguments(parser, episodes=2)
     parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated, of {list(POLICIES)}")
-    parser.add_argument("--out", default=None, help="JSONL file of every episode's record (all policies)")
+    parser.add_argument("--out", default=None, help="directory: one evaluation directory per baseline under it")
     args = parser.parse_args(argv)
     with bad_input_exits():
         unknown = [p for p in args.policies.split(",") if p not in POLICIES]
@@ -32,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = rows[: args.limit]
     print(f"{source}: {len(rows)} rows x {args.episodes} episodes, budget {rows[0].get('budget')}, {args.surrogate} "
           f"surrogate; mean ± std over episodes")
-    runs, records, seconds = [], [], {}
+    runs, seconds = [], {}
     for name in args.policies.split(","):
         t0 = time.perf_counter()
         recs = baseline_episodes(name, rows, args.episodes, args.surrogate)
@@ -40,12 +44,13 @@ def main(argv: list[str] | None = None) -> None:
         for r in recs:
             r.update(decoding="policy", surrogate="active", surrogate_kind=args.surrogate, split=source)
         runs.append((name, recs))
-        records.extend(recs)
     print(summary_table(runs))
     print("s/episode: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
     if args.out:
-        write_jsonl(records, args.out)
-        print(f"records -> {args.out}")
+        for name, recs in runs:
+            write_evaluation(Path(args.out) / name, recs, 0, {"source": "training.tasks.causal.evaluate_baselines",
+                                                              "baseline": name, "split": source})
+        print(f"evaluation directories -> {args.out}/<baseline>")
 
 
 if __name__ == "__main__":

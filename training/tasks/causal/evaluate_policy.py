@@ -1,24 +1,30 @@
-"""Evaluate a causal policy on a split's SCMs: per-episode records to JSONL, a summary to stdout.
+"""Evaluate a causal policy on any rows or a user's SCM file: an evaluation directory, a summary to stdout.
 
-    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --split heldout --episodes 4 --out RUN_DIR/heldout.jsonl
-    python -m training.tasks.causal.evaluate_policy --model WARM_START_DIR --split heldout --episodes 4 --out ws.jsonl
-    python -m training.tasks.causal.evaluate_policy --baseline greedy_eig --split heldout --episodes 4 --out greedy.jsonl
-    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --frozen --out RUN_DIR/heldout_frozen.jsonl
+    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --split heldout --episodes 4 --out eval/trained
+    python -m training.tasks.causal.evaluate_policy --baseline greedy_eig --split heldout --episodes 4 --out eval/greedy
+    python -m training.tasks.causal.evaluate_policy --model RUN_DIR --frozen --out eval/frozen
     python -m training.tasks.causal.evaluate_policy --model RUN_DIR --scm my_scm.yaml --budget 6 --episodes 20 \
-        --surrogate additive --out RUN_DIR/my_scm.jsonl
+        --surrogate additive --out eval/my_scm
+
+The causal front end of the one evaluation pipeline: the same episodes (`policy_episodes`, the one tool loop of
+training/evaluation/tool_loop.py), the same records and the same evaluation directory (`eval.jsonl`,
+`eval_summary.json`: `evaluation_task.write_evaluation`) as `python -m training.evaluate`, which evaluates a run or a
+recipe on its own held-out rows; this command takes the episodes from elsewhere. `python -m training.compare` and
+`python -m training.tasks.causal.results` read its directories.
 
 `--model` is a model directory (the tiny Qwen3, a warm start), a LoRA run's output directory (its adapter is loaded
-on the base named in `adapter_config.json`), or a name `training.run_setup.models.resolve_model_path` knows; `--adapter`
-names a LoRA adapter explicitly. The episodes: `--split` (train, heldout, a JSONL file of rows, or an SCM file) or
-`--scm FILE` (a user's SCM, `training.tasks.causal.scm.user_scm`; episode k of it is the k-th paired episode), with `--budget`
-and `--initial_samples` replacing the rows' (`training.tasks.causal.scm_rows.split_rows`), and `--surrogate` (exact, the
-linear-Gaussian one, by default; additive for nonlinear mechanisms). The sampling settings and length limits come
-from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml, whatever the working directory), read
-as training reads it: temperature, top_p, top_k, max_completion_length, max_tool_calling_iterations,
-max_tool_calls_per_episode, chat_template_kwargs, and the weights of its reward functions by name. LM episodes are played sampled (`--decoding sampled`, the training temperature,
-each episode from its own stream under `--seed`), greedy, or both (the default; records carry `decoding`).
-Episode k of every row uses the same environment seed for every policy (paired; training.tasks.causal.policy_episodes).
-`--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after reset).
+on the base named in `adapter_config.json`), or a name `training.run_setup.models.resolve_model_path` knows;
+`--adapter` names a LoRA adapter explicitly. The episodes: `--split` (train, heldout, a JSONL file of rows, or an SCM
+file) or `--scm FILE` (a user's SCM, `training.tasks.causal.scm.user_scm`; episode k of it is the k-th paired
+episode), with `--budget` and `--initial_samples` replacing the rows' (`training.tasks.causal.scm_rows.split_rows`),
+and `--surrogate` (exact, the linear-Gaussian one, by default; additive for nonlinear mechanisms). The sampling
+settings and length limits come from the recipe (`--recipe`, default the checkout's recipes/causal_cpu.yaml,
+whatever the working directory), read as training reads it: temperature, top_p, top_k, max_completion_length,
+max_tool_calling_iterations, max_tool_calls_per_episode, chat_template_kwargs, and the weights of its reward
+functions by name. LM episodes are sampled (`--decoding sampled`, the training temperature, each episode from its
+own stream under `--seed`) or greedy. Episode k of every row uses the same environment seed for every policy
+(paired). `--frozen` freezes the surrogate (`make_causal_env(active=False)`: the posterior never updates after
+reset).
 """
 
 from __future__ import annotations
@@ -32,10 +38,13 @@ from types import SimpleNamespace
 
 import torch
 
+from training.evaluation.tool_loop import EpisodeSettings
+from training.outputs import run_files
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import make_causal_env
-from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, write_jsonl
+from training.tasks.causal.evaluation_task import write_evaluation
+from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, split_rows
 
@@ -90,15 +99,18 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     who.add_argument("--baseline", choices=list(POLICIES))
     parser.add_argument("--adapter", default=None, help="LoRA adapter dir (default: --model's own, if it has one)")
     add_episode_source_arguments(parser, episodes=4)
-    parser.add_argument("--out", required=True, help="JSONL file of per-episode records")
+    parser.add_argument("--out", required=True, help="evaluation directory: eval.jsonl and eval_summary.json")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing eval.jsonl in --out")
     parser.add_argument("--recipe", default=str(CAUSAL_RECIPE), help="sampling settings and limits")
-    parser.add_argument("--decoding", choices=["sampled", "greedy", "both"], default="both")
+    parser.add_argument("--decoding", choices=["sampled", "greedy"], default="sampled")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampled episodes (each its own stream under it)")
     parser.add_argument("--frozen", action="store_true", help="freeze the surrogate (no update after reset)")
     parser.add_argument("--label", default=None, help="policy name in the records")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
+    if (Path(args.out) / run_files.EVAL).exists() and not args.overwrite:
+        raise BadInputError(f"--out: {args.out} already holds an eval.jsonl; pass --overwrite or another --out")
     rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
     rows = rows[: args.limit]
     if not Path(args.recipe).expanduser().is_file():
@@ -108,42 +120,37 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     env_factory = make_causal_env(args.surrogate, active=not args.frozen)
     started = time.time()
     if args.baseline:
-        label = args.label or args.baseline
+        label, decoding, evaluated = args.label or args.baseline, "policy", {"baseline": args.baseline}
         if args.frozen:
             raise BadInputError("--frozen applies to LM policies (the baselines read the live surrogate)")
-        runs = [(label, baseline_episodes(args.baseline, rows, args.episodes, args.surrogate, weights=weights))]
+        records = baseline_episodes(args.baseline, rows, args.episodes, args.surrogate, weights=weights)
     else:
         unprompted = [i for i, r in enumerate(rows) if not r.get("prompt")]
         if unprompted:
             raise BadInputError(f"{source}: row {unprompted[0]} has no 'prompt', which a language model reads; write "
                                 "rows with prompts by python -m training.tasks.causal.scm_rows, or pass --scm FILE")
-        from training.run_setup.warm_start_tools import sampling_chat_template
-
-        model, tokenizer, source = load_policy(args.model, args.adapter)
-        label = args.label or args.model
-        common = dict(episodes=args.episodes, env_factory=env_factory,
-                      chat_template=sampling_chat_template(tokenizer),
-                      template_kwargs=settings["chat_template_kwargs"],
-                      max_completion_length=settings["max_completion_length"],
-                      max_iterations=settings["max_tool_calling_iterations"],
-                      max_tool_calls=settings["max_tool_calls_per_episode"], policy=label, weights=weights)
-        sampling = {"temperature": settings["temperature"], "top_p": settings["top_p"], "top_k": settings["top_k"]}
-        runs = []
-        if args.decoding in ("sampled", "both"):
-            runs.append(("sampled", lm_episodes(model, tokenizer, rows, sampling=sampling, seed=args.seed, **common)))
-        if args.decoding in ("greedy", "both"):
-            runs.append(("greedy", lm_episodes(model, tokenizer, rows, sampling=None, **common)))
-    records = []
-    for decoding, recs in runs:
-        for r in recs:
-            r.update(decoding=decoding if not args.baseline else "policy", surrogate="frozen" if args.frozen else
-                     "active", surrogate_kind=args.surrogate, split=source)
-        records.extend(recs)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl(records, args.out)
+        model, tokenizer, evaluated = load_policy(args.model, args.adapter)
+        label, decoding = args.label or args.model, args.decoding
+        played = EpisodeSettings(
+            sampling={"temperature": settings["temperature"], "top_p": settings["top_p"], "top_k": settings["top_k"]},
+            episodes_per_row=args.episodes, seed=args.seed, template_kwargs=settings["chat_template_kwargs"],
+            max_completion_length=settings["max_completion_length"],
+            max_iterations=settings["max_tool_calling_iterations"],
+            max_tool_calls=settings["max_tool_calls_per_episode"],
+        )
+        if decoding == "greedy":
+            played = played.greedy(args.episodes)
+        records = lm_episodes(model, tokenizer, rows, played, env_factory=env_factory, policy=label, weights=weights)
+    for r in records:
+        r.update(decoding=decoding, surrogate="frozen" if args.frozen else "active", surrogate_kind=args.surrogate,
+                 split=source)
+    write_evaluation(args.out, records, args.seed, {
+        "source": "training.tasks.causal.evaluate_policy", **evaluated, "split": source, "decoding": decoding,
+        "eval_seed": args.seed, "wall_time_s": time.time() - started,
+    })
     print(f"{label}: {len(rows)} rows x {args.episodes} episodes of {source}, {args.surrogate} surrogate, "
           f"{time.time() - started:.0f}s; mean ± std over episodes -> {args.out}")
-    print(summary_table([(label if args.baseline else f"{label} ({decoding})", recs) for decoding, recs in runs]))
+    print(summary_table([(label if args.baseline else f"{label} ({decoding})", records)]))
     return records
 
 

@@ -18,8 +18,9 @@ own model); the baselines (`--baseline NAME`) are
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from training.evaluation.episodes import SCORE, Episode, episode_seed
+from training.evaluation.episodes import SCORE, Episode, episode_seed, write_episodes
 from training.evaluation.spec import EvalSpec, EvalSpecError
 from training.evaluation.task_registry import environment_rows
 from training.tasks.causal.env import CausalEnv
@@ -64,6 +65,22 @@ def as_episode(record: dict, eval_seed: int, sampled: bool) -> Episode:
     )
 
 
+def call_counts(records: list[dict]) -> dict[str, float]:
+    return {"invalid_calls": sum(r["invalid_calls"] for r in records),
+            "malformed_calls": sum(r["malformed_calls"] for r in records)}
+
+
+def write_evaluation(out_dir, records: list[dict], eval_seed: int, meta: dict) -> Path:
+    """Causal records (one decoding, or a baseline's) as an evaluation directory: `eval.jsonl` and
+    `eval_summary.json` with the task's metric directions, what `training.compare` and
+    `training.tasks.causal.results` read. Greedy records have no episode seed; the others are keyed by
+    `episode_seed(eval_seed, row, k)`."""
+    greedy = any(r.get("decoding") == "greedy" for r in records)
+    episodes = [as_episode(r, eval_seed, sampled=not greedy) for r in records]
+    return write_episodes(out_dir, episodes, {"task": "causal", "counts": call_counts(records),
+                                              "metric_directions": dict(METRIC_DIRECTIONS), **meta})
+
+
 def evaluate(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
     from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes
 
@@ -76,21 +93,14 @@ def evaluate(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
                                 "surrogate")
         records = baseline_episodes(policy, rows, spec.samples_per_prompt, factory.surrogate_kind, weights=weights)
     else:
-        from training.run_setup.warm_start_tools import sampling_chat_template
+        from training.evaluation.tool_loop import EpisodeSettings
 
         model, tokenizer = policy
-        records = lm_episodes(
-            model, tokenizer, rows, episodes=spec.samples_per_prompt if sampled else 1,
-            sampling=spec.sampling if sampled else None, seed=spec.eval_seed, env_factory=factory,
-            chat_template=sampling_chat_template(tokenizer), template_kwargs=spec.template_kwargs,
-            max_completion_length=spec.max_new_tokens, max_iterations=spec.max_tool_calling_iterations,
-            max_tool_calls=spec.max_tool_calls, policy="lm", weights=weights,
-        )
+        records = lm_episodes(model, tokenizer, rows, EpisodeSettings.from_spec(spec), env_factory=factory,
+                              policy="lm", weights=weights)
     decoding = "policy" if isinstance(policy, str) else ("sampled" if sampled else "greedy")
     for r in records:
         r.update(decoding=decoding, surrogate="active" if factory.active else "frozen",
                  surrogate_kind=factory.surrogate_kind, split=spec.heldout_file)
-    counts = {"invalid_calls": sum(r["invalid_calls"] for r in records),
-              "malformed_calls": sum(r["malformed_calls"] for r in records)}
     keyed = sampled or isinstance(policy, str)  # a baseline's episodes pair with sampled ones
-    return [as_episode(r, spec.eval_seed, keyed) for r in records], counts
+    return [as_episode(r, spec.eval_seed, keyed) for r in records], call_counts(records)

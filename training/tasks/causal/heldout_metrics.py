@@ -14,6 +14,7 @@ which become the episodes of `eval.jsonl` and `eval_greedy.jsonl` (`evaluation_t
 
 from __future__ import annotations
 
+from training.evaluation.tool_loop import EpisodeSettings
 from training.step.distributed import full_weights_for_generation
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import lm_episodes, mean_metrics
@@ -45,17 +46,11 @@ def causal_heldout(trainer, rows: list[dict] | None = None, seed: int | None = N
     if not rows:
         raise ValueError("causal_heldout: the trainer has no held-out rows")
     model = trainer.accelerator.unwrap_model(trainer.model)
-    common = dict(
-        tokenizer=trainer.processing_class, rows=rows, env_factory=trainer.environment_factories[None],
-        chat_template=trainer.chat_template, template_kwargs=trainer.chat_template_kwargs,
-        max_completion_length=trainer.max_completion_length, max_iterations=trainer.max_tool_calling_iterations,
-        max_tool_calls=trainer.args.max_tool_calls_per_episode, weights=run_weights(trainer), policy="trained",
-    )
-    sampling = {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k}
+    settings = EpisodeSettings.from_trainer(trainer, trainer.heldout.seed if seed is None else seed)
+    common = dict(env_factory=trainer.environment_factories[None], weights=run_weights(trainer), policy="trained")
     with full_weights_for_generation(model, trainer.accelerator):
-        sampled = lm_episodes(model, **common, sampling=sampling, episodes=trainer.args.heldout_samples_per_prompt,
-                              seed=trainer.heldout.seed if seed is None else seed)
-        greedy = lm_episodes(model, **common, sampling=None, episodes=1)
+        sampled = lm_episodes(model, trainer.processing_class, rows, settings, **common)
+        greedy = lm_episodes(model, trainer.processing_class, rows, settings.greedy(), **common)
     values = {f"heldout/{k}": v for k, v in mean_metrics(sampled).items() if k in SAMPLED_KEYS}
     values.update({f"heldout/greedy_{k}": v for k, v in mean_metrics(greedy).items() if k in GREEDY_KEYS})
     records = [{**r, "decoding": "sampled"} for r in sampled] + [{**r, "decoding": "greedy"} for r in greedy]

@@ -1,140 +1,163 @@
-"""Tables of causal evaluation records (training.tasks.causal.evaluate_policy's JSONL, or `eval.jsonl`) across seeds.
+"""The causal task's view of `training.compare`: policies across training seeds, tested over held-out SCMs.
 
-    python -m training.tasks.causal.results trained=runs/causal/eval/trained_s*.jsonl \\
-        warm_start=runs/causal/eval/warm_start_s*.jsonl random=runs/causal/eval/random.jsonl ...
+    python -m training.tasks.causal.results trained='runs/causal/eval/trained_s*' \\
+        warm_start='runs/causal/eval/warm_start_s*' random=runs/causal/eval/random --versus random
 
-Each `LABEL=GLOB` is one policy; each file matching GLOB is one training seed (a baseline has one file: it does not
-train). Per file, the mean over its episodes (records with `--decoding`, default sampled; baselines' records are
-all kept) of final regret, parent F1, information gain and weighted reward; per policy, the mean ± std over its
-files and the per-file values. `--versus LABEL` adds, per seed, whether each policy beats LABEL on regret (lower)
-and information gain (higher), with the paired difference over held-out SCMs, and a test per policy and metric of
-whether the difference is real. The unit of replication is the SCM (the record's `row`): its episodes share it and
-are not independent, so each SCM's metric is averaged over its episodes (and the seeds), then
-`training.analysis.stats.compare_paired` (paired t, or Wilcoxon when the differences are far from normal) runs over SCMs,
-with Cohen's d_z, Holm-adjusted over every test in the table. Records of a single SCM (a user's own, studied alone)
-make a claim about that SCM only: there the episodes (independent environment seeds) are the units, and the table
-says so.
-Then, pooled over each policy's files (`summary_table`, also what the evaluation and baseline commands print): the
-best E[target | do] reached against the optimum, the final parent marginals and each variable's share of the
-interventions.
+Each `LABEL=GLOB` is one policy; each directory matching GLOB is an evaluation of one training seed of it, holding
+`eval.jsonl` and `eval_summary.json` (`python -m training.evaluate ... --out DIR`, or a run directory whose held-out
+evaluation wrote them); a baseline has one directory (`training.evaluate --baseline NAME`): it does not train. Every
+number in the first two tables is `training.compare`'s (`compare_metrics`, the labels as its models, `--versus` as its
+baseline), on final regret (lower is better), parent F1, information gain and the score (the weighted reward), each in
+its own direction:
+
+* per policy, the mean over the held-out SCMs, ± the std of the per-seed means (training noise; none for one seed),
+  and each seed's mean over its episodes;
+* is the difference real: the unit of replication is the SCM (the episode's `row`): its episodes share it and are not
+  independent, so each SCM's metric is averaged over its episodes and the policy's seeds, and the paired test (paired
+  t, or Wilcoxon when the differences are far from normal; Cohen's d_z) runs over SCMs, Holm-corrected within each
+  metric over every pair of policies; beside it, Welch's t on the per-seed means. Without `--versus`, every pair.
+
+Episodes are matched by id (row, sample) and seed across all directories (`training.compare`): evaluate every policy
+on the same held-out rows with the same eval seed. The episodes of one decoding are compared: a directory holds one
+(`training.evaluate` writes sampled episodes, or greedy ones with `--greedy`; a run's `eval.jsonl` holds the sampled
+ones, `eval_greedy.jsonl` beside it the greedy ones), and greedy episodes (one per row, no seed) pair only with greedy
+ones. The rows are the units, so a single SCM studied alone is compared over held-out rows that are episodes of it
+with their own noise (`python -m training.tasks.causal.scm_rows --scm FILE`): a claim about that SCM only; many
+episodes of one row are one unit, too few to test.
+Then, pooled over each policy's directories (`summary_table`, also what the evaluation and baseline commands print,
+from the episodes' causal records, `extra`): the best E[target | do] reached against the optimum, the final parent
+marginals and each variable's share of the interventions.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import json
-import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from training.analysis.stats import compare_paired, holm, unit_means
-from training.evaluation.episodes import EVAL_FILE
+from training.analysis.compared_runs import ComparedRun, load_run
+from training.compare import compare_metrics, group_runs
+from training.evaluation.episodes import EVAL_FILE, SCORE
+from training.run_setup.errors import BadInputError, bad_input_exits
 
-METRICS = ("regret", "parent_f1", "info_gain", "reward")
-
-
-def load(path: str, decoding: str) -> list[dict]:
-    """The causal records of a JSONL file: evaluate_policy's, or an `eval.jsonl` (training.evaluate, a run's held-out
-    evaluation; a directory holding one is read too), whose episodes carry them in `extra`."""
-    if Path(path).is_dir():
-        path = str(Path(path) / EVAL_FILE)
-    with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    records = [r["extra"] if "episode_id" in r else r for r in records]
-    return [r for r in records if r.get("decoding") in (decoding, "policy")]
+METRICS = ("regret", "parent_f1", "info_gain", SCORE)  # compared, each in the direction its evaluation gives it
+NAMES = {"regret": "final regret", "parent_f1": "parent F1", "info_gain": "info gain (nats)",
+         SCORE: "score (weighted reward)"}
 
 
-def seed_of(path: str) -> str:
-    m = re.search(r"s(?:eed)?(\d+)", path.rsplit("/", 1)[-1])
-    return m.group(1) if m else "-"  # a baseline: one file, no training seed
+class ResultsInputError(BadInputError):
+    """An argument the results view cannot use; the message names it."""
 
 
-def table(policies: dict[str, list[str]], decoding: str, versus: str | None) -> str:
-    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | per seed (regret / F1 / info gain) |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    per_seed: dict[str, dict[str, dict[str, float]]] = {}
-    episodes: dict[str, dict[str, list[dict]]] = {}
-    for label, paths in policies.items():
-        per_seed[label], episodes[label] = {}, {}
-        for p in sorted(paths):
-            recs = load(p, decoding)
-            if not recs:
-                raise ValueError(f"{p}: no records with decoding {decoding!r}")
-            per_seed[label][seed_of(p)] = {m: float(np.mean([r[m] for r in recs])) for m in METRICS}
-            episodes[label][seed_of(p)] = recs
-        means = {m: [v[m] for v in per_seed[label].values()] for m in METRICS}
-        cells = [f"{np.mean(means[m]):.3f} ± {np.std(means[m]):.3f}" for m in METRICS]
-        seeds = "; ".join(f"{v['regret']:.3f} / {v['parent_f1']:.3f} / {v['info_gain']:.3f}"
-                          for v in per_seed[label].values())
+def load_policies(specs: list[str]) -> list[ComparedRun]:
+    """The evaluation directories of `LABEL=GLOB` arguments, each run in the model (group) LABEL, named by its path."""
+    runs: list[ComparedRun] = []
+    labels: list[str] = []
+    for spec in specs:
+        label, sep, pattern = spec.partition("=")
+        if not sep or not label or not pattern:
+            raise ResultsInputError(f"{spec!r}: expected LABEL=GLOB")
+        if label in labels:
+            raise ResultsInputError(f"policy {label!r} given twice")
+        labels.append(label)
+        paths = sorted(glob.glob(pattern))
+        if not paths:
+            raise ResultsInputError(f"{spec!r} matches nothing")
+        for path in paths:
+            if not Path(path).is_dir():
+                raise ResultsInputError(f"{path}: not a directory; pass evaluation directories (with {EVAL_FILE} and "
+                                        "eval_summary.json, from `python -m training.evaluate ... --out DIR`), not "
+                                        "JSONL record files")
+            runs.append(replace(load_run(path, group=label), name=path))
+    return runs
+
+
+def decoding(runs: list[ComparedRun]) -> str:
+    """The decoding the runs' episodes were played with (a baseline's: "policy"); refuses a directory that mixes
+    two, and greedy episodes beside sampled or baseline ones (they do not pair)."""
+    per_run = {}
+    for run in runs:
+        found = {e.extra.get("decoding") for e in run.episodes} - {None}
+        if len(found) > 1:
+            raise ResultsInputError(f"{run.path}: episodes of several decodings {sorted(found)}; one a directory")
+        per_run[run.name] = found.pop() if found else None
+    kinds = set(per_run.values()) - {None}
+    if "greedy" in kinds and kinds - {"greedy"}:
+        greedy = [n for n, d in per_run.items() if d == "greedy"]
+        raise ResultsInputError(f"greedy episodes ({', '.join(greedy)}) pair only with greedy ones, not with "
+                                f"{sorted(kinds - {'greedy'})}: compare one decoding at a time")
+    shown = {"policy": "baselines: their own policy"}
+    return "; ".join(shown.get(k, k) for k in sorted(kinds, key=lambda k: k == "policy")) or "not recorded"
+
+
+def compare_policies(runs: list[ComparedRun], versus: str | None = None) -> dict[str, dict]:
+    """`training.compare.compare_metrics` of the policies (the runs' groups) on `METRICS`, `versus` as the baseline:
+    one comparison per metric."""
+    labels = list(group_runs(runs))
+    if len(labels) < 2:
+        raise ResultsInputError(f"one policy {labels}: give at least two (training.compare compares policies; one "
+                                "policy's own numbers are in its eval_summary.json)")
+    if versus is not None and versus not in labels:
+        raise ResultsInputError(f"--versus {versus!r} is not one of the policies {labels}")
+    result = compare_metrics(runs, list(METRICS), baseline=versus)
+    by_metric = {result["metric"]: {k: v for k, v in result.items() if k != "by_metric"}, **result["by_metric"]}
+    return {m: by_metric[m] for m in METRICS}
+
+
+def _cell(mean: float, std: float | None) -> str:
+    return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
+
+
+def policy_table(results: dict[str, dict]) -> list[str]:
+    """One line per policy: each metric's mean over SCMs ± the std of the seeds' means; each seed's means."""
+    first = results[METRICS[0]]
+    lines = [f"Per policy (training.compare, {first['episodes']['units']} held-out SCMs; each SCM's value averaged "
+             "over its episodes and the policy's seeds): the mean over SCMs ± the std of the per-seed means (training "
+             "noise; none for one seed), and per seed its mean over its episodes.", "",
+             "| policy | " + " | ".join(NAMES[m] for m in METRICS) + " | per seed (regret / F1 / info gain) |",
+             "| --- | " + " | ".join("---" for _ in METRICS) + " | --- |"]
+    models = {m: {model["name"]: model for model in results[m]["models"]} for m in METRICS}
+    for label, model in models[METRICS[0]].items():
+        cells = [_cell(models[m][label]["mean"], models[m][label]["seed_means_std"]) for m in METRICS]
+        per_run = zip(*(models[m][label]["runs"] for m in ("regret", "parent_f1", "info_gain")), strict=True)
+        seeds = "; ".join(f"{_seed_name(regret)}: {regret['mean']:.3f} / {f1['mean']:.3f} / {gain['mean']:.3f}"
+                          for regret, f1, gain in per_run)
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {seeds} |")
-    if versus:
-        lines += ["", f"Against `{versus}`, per seed (paired difference over SCMs, mean ± s.e.):", "",
-                  "| policy | seed | regret: lower? (diff) | info gain: higher? (diff) |", "| --- | --- | --- | --- |"]
-        for label in policies:
-            if label == versus:
+    return lines
+
+
+def _seed_name(run: dict) -> str:
+    return f"seed {run['seed']}" if run["seed"] is not None else Path(run["path"]).name
+
+
+def significance(results: dict[str, dict], versus: str | None = None) -> list[str]:
+    """The paired tests of training.compare, every metric: against `versus` (mean diff = policy minus `versus`), or
+    every pair when None."""
+    first = results[METRICS[0]]
+    n_pairs = len(first["pairwise"])
+    against = f"from `{versus}`" if versus else "between each pair of policies"
+    episodes = first["episodes"]
+    left_out = (f"; {episodes['left_out']} of {episodes['total']} episodes unscorable in some directory, left out"
+                if episodes["left_out"] else "")
+    lines = [f"Is the difference {against} real? training.compare: per held-out SCM, the metric averaged over its "
+             "episodes and each policy's seeds; a paired test over the SCMs (the unit of replication, not the "
+             f"episodes), Holm-corrected within each metric over its {n_pairs} pair(s) of policies{left_out}. "
+             "Regret: lower is better. Last column: Welch's t on the per-seed means (none with one seed).", "",
+             "| policy | versus | metric | mean diff | test | p | p (Holm) | d_z | SCMs | verdict | seeds: Welch p |",
+             "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for metric in METRICS:
+        for pair in results[metric]["pairwise"]:
+            if versus is not None and pair["b"] != versus:
                 continue
-            for seed, recs in episodes[label].items():
-                ref = episodes[versus].get(seed) or next(iter(episodes[versus].values()))
-                key = {(r["row"], r["episode"]): r for r in ref}
-                pairs = [(r, key[(r["row"], r["episode"])]) for r in recs if (r["row"], r["episode"]) in key]
-                cells = []
-                units = [unit_key(a, single_scm(episodes)) for a, _ in pairs]
-                for m, sign in (("regret", -1), ("info_gain", 1)):
-                    _, d = unit_means([a[m] - b[m] for a, b in pairs], units)
-                    won = sign * d.mean() > 0
-                    cells.append(f"{'yes' if won else 'NO'} ({d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f})")
-                lines.append(f"| {label} | {seed} | " + " | ".join(cells) + " |")
-        lines += ["", *significance(episodes, versus)]
-    return "\n".join(lines)
-
-
-def single_scm(episodes: dict[str, dict[str, list[dict]]]) -> bool:
-    """Whether every record of every policy plays the same SCM (row)."""
-    return len({r["row"] for by_seed in episodes.values() for recs in by_seed.values() for r in recs}) == 1
-
-
-def unit_key(record: dict, one_scm: bool):
-    """The unit of replication a record belongs to: its SCM, or, when only one SCM was played, its episode."""
-    return (record["row"], record["episode"]) if one_scm else record["row"]
-
-
-def scm_averaged(episodes: dict[str, list[dict]], metric: str, one_scm: bool = False) -> dict:
-    """Per held-out SCM (row), the metric averaged over its episodes and the seeds (files) that played them; per
-    episode, averaged over the seeds, when `one_scm`."""
-    records = [r for recs in episodes.values() for r in recs]
-    units, means = unit_means([float(r[metric]) for r in records], [unit_key(r, one_scm) for r in records])
-    return dict(zip(units, means.tolist(), strict=True))
-
-
-def significance(episodes: dict[str, dict[str, list[dict]]], versus: str) -> list[str]:
-    """Paired tests of every policy against `versus` on regret, parent F1 and information gain, Holm-adjusted."""
-    rows = []
-    one_scm = single_scm(episodes)
-    unit = "episodes" if one_scm else "SCMs"
-    for label in episodes:
-        if label == versus:
-            continue
-        for metric in ("regret", "parent_f1", "info_gain"):
-            a, b = scm_averaged(episodes[label], metric, one_scm), scm_averaged(episodes[versus], metric, one_scm)
-            common = sorted(set(a) & set(b))
-            if len(common) < 3:
-                raise ValueError(f"{label} and {versus} share {len(common)} {unit}: too few to compare")
-            rows.append((label, metric, compare_paired([a[k] for k in common], [b[k] for k in common])))
-    if not rows:
-        return []
-    _, adjusted = holm([c.p for _, _, c in rows])
-    per = ("Per episode of the one SCM played (a claim about this SCM only), the difference of its seed-averaged "
-           "metric" if one_scm else "Per held-out SCM, the difference of its episode- and seed-averaged metric")
-    lines = [f"Is the difference from `{versus}` real? {per}; Holm over {len(rows)} tests:", "",
-             f"| policy | metric | mean diff | test | p | p (Holm) | d_z | {unit} |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
-    for (label, metric, c), p_holm in zip(rows, adjusted, strict=True):
-        d_z = "n/a" if c.d_z is None else f"{c.d_z:+.2f}"
-        lines.append(f"| {label} | {metric} | {c.mean_diff:+.3f} | {c.test} | {c.p:.2g} | {p_holm:.2g} | {d_z} | "
-                     f"{c.n} |")
+            d_z = "n/a" if pair["d_z"] is None else f"{pair['d_z']:+.2f}"
+            welch = "n/a" if pair["seed_level_welch"] is None else f"{pair['seed_level_welch']['p']:.2g}"
+            lines.append(f"| {pair['a']} | {pair['b']} | {metric} | {pair['mean_diff']:+.3f} | {pair['test']} | "
+                         f"{pair['p']:.2g} | {pair['p_holm']:.2g} | {d_z} | {pair['n']} | {pair['verdict']} | "
+                         f"{welch} |")
     return lines
 
 
@@ -169,28 +192,43 @@ def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
     return "\n".join(lines)
 
 
+SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", "invalid_calls", "best_expected", "optimum",
+                "parent_marginals", "interventions_on")
+
+
+def pooled_records(runs: list[ComparedRun]) -> list[tuple[str, list[dict]]] | None:
+    """Per policy, the causal records (`extra`) of all its directories' episodes; None when some episode has none
+    of `summary_table`'s fields (not a causal evaluation, or written before they were recorded)."""
+    pooled = [(label, [e.extra for r in group for e in r.episodes]) for label, group in group_runs(runs).items()]
+    if all(all(rec.get(k) is not None for k in SUMMARY_KEYS) for _, recs in pooled for rec in recs):
+        return pooled
+    return None
+
+
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("policies", nargs="+", help="LABEL=GLOB")
-    parser.add_argument("--decoding", default="sampled", choices=["sampled", "greedy"])
-    parser.add_argument("--versus", default=None, help="a LABEL to compare every policy against, seed by seed")
+    parser = argparse.ArgumentParser(prog="python -m training.tasks.causal.results",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("policies", nargs="+", help="LABEL=GLOB: the evaluation directories of one policy's seeds")
+    parser.add_argument("--versus", default=None, help="a LABEL to test every policy against (default: every pair)")
     args = parser.parse_args(argv)
-    policies = {}
-    for spec in args.policies:
-        label, _, pattern = spec.partition("=")
-        paths = sorted(glob.glob(pattern))
-        if not paths:
-            raise SystemExit(f"error: {spec!r} matches no file")
-        policies[label] = paths
-    text = table(policies, args.decoding, args.versus)
-    runs = [(label, [r for p in paths for r in load(p, args.decoding)]) for label, paths in policies.items()]
-    if all("best_expected" in r for _, recs in runs for r in recs):
-        text += "\n\nPooled over seeds:\n" + summary_table(runs)
-    else:  # records written before they carried the best E[target | do] and the final marginals
-        text += "\n\n(no best-E[target | do] table: some records predate its fields)"
+    runs = load_policies(args.policies)
+    played = decoding(runs)
+    results = compare_policies(runs, args.versus)
+    lines = [f"Decoding: {played}.", "", *policy_table(results), "", *significance(results, args.versus)]
+    pooled = pooled_records(runs)
+    if pooled is not None:
+        lines += ["", "Pooled over seeds (episodes, not SCMs):", summary_table(pooled)]
+    else:
+        lines += ["", "(no best-E[target | do] table: some episodes carry no causal record with its fields)"]
+    text = "\n".join(lines)
     print(text)
     return text
 
 
+def cli() -> None:
+    with bad_input_exits():
+        main()
+
+
 if __name__ == "__main__":
-    main()
+    cli()

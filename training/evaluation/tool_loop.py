@@ -1,0 +1,248 @@
+"""The multi-turn tool loop every held-out evaluation plays: episodes as TRL 1.16's GRPOTrainer samples them.
+
+Per episode: a fresh environment from the factory, reset with the row (`reset(env, row, sample)`, by default
+`env.reset(**row)` as TRL calls it); what reset returns (a string, or None) is appended to the row prompt's last
+message, as TRL appends it. The prompt is rendered once with the tools (the environment's public methods) and the
+trainer's chat template; then per round the model generates until EOS, the turn is parsed with TRL's
+`parse_response` behind the strict parser (training/tool_use/tool_calls.py), its calls run through `EpisodeTools`
+(schema checks, the per-episode call limit; refusals come back as tool errors), and the tool replies are appended as
+the template's suffix tokens (`tool_suffix_ids`: concatenation, no re-rendering, TRL's `_get_tool_suffix_ids`). An
+episode ends at a turn without a call, after `max_iterations` rounds of calls, or when the next tool reply would push
+the completion past `max_completion_length` or the sequence past the model's context (the calls of that round have
+already run, as in TRL).
+
+A tool that raises answers the model with `{"error": str(exception)}`, as TRL's loop does; an exception other than
+a schema refusal is counted on the episode (`tool_errors`). Sampled episodes (`EpisodeSettings.sampling`) draw their
+tokens from their own stream, `episode_seed(seed, row, sample)` (training/evaluation/episode_streams.py), so that an
+episode's tokens do not depend on which episodes share its batch and two models evaluated with the same seed are
+paired in sampling noise; greedy episodes have no seed. The global random state is left as it was.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import torch
+from trl.chat_template_utils import (
+    add_response_schema,
+    get_training_chat_template,
+    is_chat_template_prefix_preserving,
+    parse_response,
+)
+
+from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
+from training.evaluation.episodes import episode_seed
+from training.evaluation.heldout_reward import seeded_rng
+from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """How held-out episodes are played: the decoding, the episodes per row and their seed, the rendering, and the
+    limits TRL's trainer samples under."""
+
+    sampling: dict | None = None  # temperature, top_p, top_k; None: greedy
+    episodes_per_row: int = 1
+    seed: int = 0  # sampled episode (row, k) draws from episode_seed(seed, row, k)
+    chat_template: str | None = None  # None: the one TRL's trainer renders tool conversations with for the tokenizer
+    template_kwargs: dict = field(default_factory=dict)
+    max_completion_length: int = 256  # tokens of the whole completion: every turn and every tool reply
+    max_iterations: int = sys.maxsize  # rounds of tool calls (TRL's max_tool_calling_iterations; None: unbounded)
+    max_tool_calls: int = 4  # per episode; later calls are refused as too_many_turns
+    batch_size: int = 32
+
+    def greedy(self, episodes_per_row: int = 1) -> EpisodeSettings:
+        return replace(self, sampling=None, episodes_per_row=episodes_per_row)
+
+    @classmethod
+    def from_trainer(cls, trainer, seed: int) -> EpisodeSettings:
+        """Sampled as the trainer samples (its temperature, top-p, top-k, template and limits),
+        `heldout_samples_per_prompt` episodes per row."""
+        return cls(
+            sampling={"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
+            episodes_per_row=trainer.args.heldout_samples_per_prompt, seed=seed,
+            chat_template=trainer.chat_template, template_kwargs=dict(trainer.chat_template_kwargs or {}),
+            max_completion_length=trainer.max_completion_length,
+            max_iterations=trainer.max_tool_calling_iterations,
+            max_tool_calls=trainer.args.max_tool_calls_per_episode,
+        )
+
+    @classmethod
+    def from_spec(cls, spec) -> EpisodeSettings:
+        """The settings of an evaluation spec (training/evaluation/spec.py): sampled, or greedy (one episode per
+        row) when `spec.greedy`."""
+        iterations = spec.max_tool_calling_iterations
+        settings = cls(
+            sampling=spec.sampling, episodes_per_row=spec.samples_per_prompt, seed=spec.eval_seed,
+            template_kwargs=dict(spec.template_kwargs),
+            max_completion_length=spec.max_new_tokens,
+            max_iterations=sys.maxsize if iterations is None else int(iterations),
+            max_tool_calls=spec.max_tool_calls,
+        )
+        return settings.greedy() if spec.greedy else settings
+
+
+@dataclass
+class PlayedEpisode:
+    """One finished episode: its id (row, sample), its sampling seed (None: greedy), its environment (read it for
+    the reward, the record), the tool-layer refusals by kind, the tool exceptions, and the completion's tokens."""
+
+    row: int
+    sample: int
+    seed: int | None
+    env: object
+    malformed: Counter
+    tool_errors: int = 0
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    tools: list = field(default_factory=list)
+    table: dict = field(default_factory=dict)
+
+
+def sampling_chat_template(tokenizer) -> str | None:
+    """The template TRL's GRPOTrainer renders tool conversations with (None: the tokenizer's own)."""
+    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
+
+
+def environment_tools(env) -> dict:
+    """`{name: bound method}` of an environment instance, the tools TRL would expose for it."""
+    return {
+        name: getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    }
+
+
+def tool_suffix_ids(tokenizer, chat_template, template_kwargs: dict, tool_messages: list[dict]) -> list[int]:
+    """The tokens the template puts after an assistant turn's EOS for `tool_messages` and the next assistant
+    header: TRL's `_get_tool_suffix_ids`, as a function."""
+    dummy = [{"role": "user", "content": "dummy"},
+             {"role": "assistant", "content": "",
+              "tool_calls": [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]}]
+    render = dict(tokenize=True, chat_template=chat_template, return_dict=False, **template_kwargs)
+    prefix = tokenizer.apply_chat_template(dummy, add_generation_prompt=False, **render)
+    full = tokenizer.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, **render)
+    eos = [i for i, t in enumerate(prefix) if t == tokenizer.eos_token_id]
+    if eos:
+        prefix = prefix[: eos[-1] + 1]
+    if full[: len(prefix)] != prefix:
+        raise ValueError("the chat template's tool suffix is not a continuation of its assistant turn")
+    return list(full[len(prefix):])
+
+
+def _run_calls(message: dict, episode: PlayedEpisode) -> list[dict]:
+    """Tool messages for an assistant message's calls, as TRL's loop builds them (errors become {"error": ...})."""
+    out = []
+    for call in message["tool_calls"]:
+        name = call["function"]["name"]
+        try:
+            if name not in episode.table:
+                raise ValueError(f"Tool {name} not found.")
+            result = episode.table[name](**call["function"]["arguments"])
+        except ToolCallError as err:  # a schema refusal, already counted by kind in `malformed`
+            result = {"error": str(err)}
+        except Exception as err:  # noqa: BLE001 - what TRL's loop does with a tool's exception: the model reads it
+            episode.tool_errors += 1
+            result = {"error": str(err)}
+        out.append({"role": "tool", "name": name, "content": str(result)})
+    return out
+
+
+def _default_reset(env, row: dict, sample: int):
+    return env.reset(**row)
+
+
+def _start(env_factory, row: dict, index: int, sample: int, seed: int | None, reset, tokenizer,
+           settings: EpisodeSettings) -> PlayedEpisode:
+    env = env_factory()
+    observation = reset(env, row, sample)
+    prompt = [dict(m) for m in row["prompt"]]
+    if observation is not None:
+        if not isinstance(observation, str):
+            raise TypeError(f"{type(env).__name__}.reset returned {type(observation).__name__}; held-out episodes "
+                            "take a string (appended to the prompt's last message, as TRL does) or None")
+        prompt[-1]["content"] = prompt[-1]["content"] + observation
+    malformed: Counter = Counter()
+    tools = environment_tools(env)
+    prompt_ids = tokenizer.apply_chat_template(
+        prompt, tools=list(tools.values()), chat_template=settings.chat_template, add_generation_prompt=True,
+        tokenize=True, return_dict=False, **settings.template_kwargs,
+    )
+    return PlayedEpisode(row=index, sample=sample, seed=seed, env=env, malformed=malformed,
+                         prompt_ids=list(prompt_ids), tools=list(tools.values()),
+                         table=EpisodeTools(tools, malformed, settings.max_tool_calls).as_tool_dict())
+
+
+@torch.no_grad()
+def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
+                  reset: Callable | None = None) -> list[PlayedEpisode]:
+    """`settings.episodes_per_row` episodes of every row, in order (row 0's first), played to the end (module
+    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). The model is left in the
+    mode it was in."""
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        tokenizer = add_response_schema(tokenizer)  # as GRPOTrainer does for tool runs, so tool calls can be parsed
+    install_strict_parsing(tokenizer)
+    if settings.chat_template is None:
+        settings = replace(settings, chat_template=sampling_chat_template(tokenizer))
+    reset = reset or _default_reset
+    sampled = settings.sampling is not None
+    plan = [(i, k) for i in range(len(rows)) for k in range(settings.episodes_per_row)]
+    was_training = model.training
+    model.eval()
+    played = []
+    try:
+        with seeded_rng(settings.seed, model.device):
+            for start in range(0, len(plan), settings.batch_size):
+                chunk = [
+                    _start(env_factory, rows[i], i, k, episode_seed(settings.seed, i, k) if sampled else None,
+                           reset, tokenizer, settings)
+                    for i, k in plan[start : start + settings.batch_size]
+                ]
+                _play(model, tokenizer, chunk, settings)
+                played.extend(chunk)
+    finally:
+        model.train(was_training)
+    return played
+
+
+def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+    eos_ids = model.generation_config.eos_token_id
+    eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [tokenizer.eos_token_id])
+    gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": eos_ids}
+    context, max_len = model.config.max_position_embeddings, settings.max_completion_length
+    active = list(episodes)
+    iteration = 0
+    while active:
+        inputs = [ep.prompt_ids + ep.completion_ids for ep in active]
+        width = max(len(x) for x in inputs)
+        room = max_len - min(len(ep.completion_ids) for ep in active)
+        ids = torch.full((len(inputs), width), tokenizer.pad_token_id)
+        attention = torch.zeros((len(inputs), width), dtype=torch.long)
+        for j, x in enumerate(inputs):
+            ids[j, width - len(x):] = torch.tensor(x)
+            attention[j, width - len(x):] = 1
+        draw = ({"do_sample": False} if settings.sampling is None
+                else seeded_sampling_kwargs(settings.sampling, [stream_seed(ep.seed, iteration) for ep in active]))
+        out = model.generate(input_ids=ids.to(model.device), attention_mask=attention.to(model.device),
+                             max_new_tokens=max(room, 1), **gen, **draw)[:, width:].tolist()
+        still = []
+        for ep, new in zip(active, out, strict=True):
+            cut = next((n + 1 for n, t in enumerate(new) if t in eos_ids), len(new))
+            new = new[: min(cut, max_len - len(ep.completion_ids))]
+            prefix = ep.prompt_ids + ep.completion_ids
+            ep.completion_ids += new
+            message = parse_response(tokenizer, new, prefix=prefix, tools=ep.tools) if new else {}
+            if not message.get("tool_calls") or iteration >= settings.max_iterations:
+                continue
+            tool_messages = _run_calls(message, ep)
+            suffix = tool_suffix_ids(tokenizer, settings.chat_template, settings.template_kwargs, tool_messages)
+            if len(ep.completion_ids) + len(suffix) > max_len or len(prefix) + len(new) + len(suffix) >= context:
+                continue  # TRL drops the reply and ends the episode here; the calls have run
+            ep.completion_ids += suffix
+            still.append(ep)
+        active = still
+        iteration += 1
