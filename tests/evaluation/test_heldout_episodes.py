@@ -13,10 +13,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.evaluation.tool_episodes as env_eval
 import training.evaluation.tool_loop as tool_loop
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episode_streams import GumbelNoise, seeded_sampling_kwargs
 from training.evaluation.episodes import episode_seed, read_episodes, summarize
 from training.evaluation.heldout_reward import heldout_episodes, heldout_reward
-from training.evaluation.tool_loop import EpisodeSettings
 from training.outputs.jsonsafe import nonfinite_to_null
 from training.outputs.run_summary import write_run_summary
 from training.run_setup.prompt_datasets import load_rows
@@ -44,9 +44,11 @@ def rows():
     return load_rows("data/larger_number/heldout.jsonl")[:6]
 
 
-def _episodes(model_and_tokenizer, rows, funcs, **kwargs):
+def _episodes(model_and_tokenizer, rows, funcs, sampling=None, num_samples=1, seed=0, **kwargs):
     model, tokenizer = model_and_tokenizer
-    return heldout_episodes(model, tokenizer, rows, funcs, template_kwargs=NO_THINKING, max_new_tokens=8, **kwargs)
+    settings = EpisodeSettings(sampling=sampling, episodes_per_row=num_samples, seed=seed, template_kwargs=NO_THINKING,
+                               max_completion_length=8)
+    return heldout_episodes(model, tokenizer, rows, funcs, settings, **kwargs)
 
 
 def test_gumbel_max_samples_the_softmax_of_the_processed_logits():
@@ -111,9 +113,10 @@ def test_none_and_nan_rewards_are_counted_and_left_out_of_the_mean(model_and_tok
     assert (summary.n, summary.nan_count) == (4, 8)
     assert summary.mean == pytest.approx(1.0 + 2 * 0.5)  # rows 2 and 4 only: never averaged with zeros
     model, tokenizer = model_and_tokenizer
-    assert heldout_reward(model, tokenizer, rows, [_none_for_odd_rows], template_kwargs=NO_THINKING,
-                          max_new_tokens=4) == 1.0
-    assert math.isnan(heldout_reward(model, tokenizer, rows, [lambda completions, **k: None], max_new_tokens=4))
+    settings = EpisodeSettings(template_kwargs=NO_THINKING, max_completion_length=4)
+    assert heldout_reward(model, tokenizer, rows, [_none_for_odd_rows], settings) == 1.0
+    assert math.isnan(heldout_reward(model, tokenizer, rows, [lambda completions, **k: None],
+                                     EpisodeSettings(max_completion_length=4)))
 
 
 def test_trainer_heldout_logs_nan_count_and_writes_strict_episode_files(make_trainer, rows):

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import torch
 
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
 from training.evaluation.episodes import Episode, episode_seed, summarize, weighted_episode
 
@@ -39,23 +40,20 @@ def heldout_episodes(
     tokenizer,
     rows: list[dict],
     reward_funcs: list,
+    settings: EpisodeSettings,
     reward_weights: list[float] | None = None,
-    template_kwargs: dict | None = None,
-    max_new_tokens: int = 16,
     batch_size: int = 64,
-    sampling: dict | None = None,
-    num_samples: int = 1,
-    seed: int = 0,
 ) -> list[Episode]:
-    """One `Episode` per (row, sample): greedy completions (`sampling=None`, one per row) or `num_samples` sampled
-    ones per row (`sampling`: temperature, top_p, top_k), episode (r, s) sampled from `episode_seed(seed, r, s)`.
+    """One `Episode` per (row, sample): one completion of up to `settings.max_completion_length` tokens each, greedy
+    (`settings.sampling` None) or sampled (temperature, top_p, top_k), `settings.episodes_per_row` per row, episode
+    (r, s) sampled from `episode_seed(settings.seed, r, s)`.
     Score = sum_i w_i r_i over the reward functions. The model is left in the mode it was in, and the global RNG
     state is left untouched."""
-    template_kwargs = template_kwargs or {}
+    sampling, seed, template_kwargs = settings.sampling, settings.seed, settings.template_kwargs
     weights = reward_weights or [1.0] * len(reward_funcs)
     names = [reward_name(f) for f in reward_funcs]
     by_name = dict(zip(names, weights, strict=True))
-    repeats = num_samples if sampling is not None else 1
+    repeats = settings.episodes_per_row
     ids = [(r, s) for r in range(len(rows)) for s in range(repeats)]
     was_training, padding_side = model.training, tokenizer.padding_side
     model.eval()
@@ -79,7 +77,7 @@ def heldout_episodes(
                     if sampling is None
                     else seeded_sampling_kwargs(sampling, [stream_seed(s, 0) for s in seeds])
                 )
-                out = model.generate(**enc, max_new_tokens=max_new_tokens, **generate_kwargs)
+                out = model.generate(**enc, max_new_tokens=settings.max_completion_length, **generate_kwargs)
                 decoded = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
                 completions = [[{"role": "assistant", "content": text}] for text in decoded]
                 columns = {k: [row[k] for row in chunk_rows] for k in chunk_rows[0] if k != "prompt"}
@@ -109,7 +107,8 @@ def _per_episode(name: str, values, n: int) -> list:
     return values
 
 
-def heldout_reward(model, tokenizer, rows: list[dict], reward_funcs: list, **kwargs) -> float:
+def heldout_reward(model, tokenizer, rows: list[dict], reward_funcs: list, settings: EpisodeSettings,
+                   **kwargs) -> float:
     """Mean weighted reward of `heldout_episodes(...)` over its scorable episodes (NaN when none is scorable)."""
-    mean = summarize(heldout_episodes(model, tokenizer, rows, reward_funcs, **kwargs)).mean
+    mean = summarize(heldout_episodes(model, tokenizer, rows, reward_funcs, settings, **kwargs)).mean
     return float("nan") if mean is None else mean

@@ -64,21 +64,15 @@ def heldout_rows(spec: EvalSpec) -> list[dict]:
     return load_rows(spec.heldout_file)[: spec.max_rows]
 
 
-def _sampling(spec: EvalSpec) -> dict | None:
-    return None if spec.greedy else spec.sampling
-
-
 def _evaluate_reward_functions(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
+    from training.evaluation.episode_settings import EpisodeSettings
     from training.evaluation.heldout_reward import heldout_episodes
     from training.run_setup.recipe import import_reward
 
     model, tokenizer = policy
     funcs = [import_reward(name) for name in spec.reward_funcs]
-    episodes = heldout_episodes(
-        model, tokenizer, heldout_rows(spec), funcs, reward_weights=spec.reward_weights,
-        template_kwargs=spec.template_kwargs, max_new_tokens=spec.max_new_tokens, sampling=_sampling(spec),
-        num_samples=spec.samples_per_prompt, seed=spec.eval_seed,
-    )
+    episodes = heldout_episodes(model, tokenizer, heldout_rows(spec), funcs, EpisodeSettings.from_spec(spec),
+                                reward_weights=spec.reward_weights)
     return episodes, {}
 
 
@@ -100,8 +94,8 @@ def environment_rows(spec: EvalSpec) -> tuple[object, list[dict]]:
 
 
 def _evaluate_environment(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
+    from training.evaluation.episode_settings import EpisodeSettings
     from training.evaluation.tool_episodes import TOOL_ERROR, environment_episodes
-    from training.evaluation.tool_loop import EpisodeSettings
 
     model, tokenizer = policy
     factory, rows = environment_rows(spec)

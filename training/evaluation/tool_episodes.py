@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episodes import Episode, finite_or_none, summarize
-from training.evaluation.tool_loop import EpisodeSettings, play_episodes
+from training.evaluation.tool_loop import play_episodes
 
 # A tool that raised something other than a schema refusal (`ToolCallError`) is counted under this kind.
 TOOL_ERROR = "tool_error"

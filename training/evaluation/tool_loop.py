@@ -21,7 +21,6 @@ paired in sampling noise; greedy episodes have no seed. The global random state 
 from __future__ import annotations
 
 import inspect
-import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,56 +33,11 @@ from trl.chat_template_utils import (
     parse_response,
 )
 
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
 from training.evaluation.episodes import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
-
-
-@dataclass(frozen=True)
-class EpisodeSettings:
-    """How held-out episodes are played: the decoding, the episodes per row and their seed, the rendering, and the
-    limits TRL's trainer samples under."""
-
-    sampling: dict | None = None  # temperature, top_p, top_k; None: greedy
-    episodes_per_row: int = 1
-    seed: int = 0  # sampled episode (row, k) draws from episode_seed(seed, row, k)
-    chat_template: str | None = None  # None: the one TRL's trainer renders tool conversations with for the tokenizer
-    template_kwargs: dict = field(default_factory=dict)
-    max_completion_length: int = 256  # tokens of the whole completion: every turn and every tool reply
-    max_iterations: int = sys.maxsize  # rounds of tool calls (TRL's max_tool_calling_iterations; None: unbounded)
-    max_tool_calls: int = 4  # per episode; later calls are refused as too_many_turns
-    batch_size: int = 32
-
-    def greedy(self, episodes_per_row: int = 1) -> EpisodeSettings:
-        return replace(self, sampling=None, episodes_per_row=episodes_per_row)
-
-    @classmethod
-    def from_trainer(cls, trainer, seed: int) -> EpisodeSettings:
-        """Sampled as the trainer samples (its temperature, top-p, top-k, template and limits),
-        `heldout_samples_per_prompt` episodes per row."""
-        return cls(
-            sampling={"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
-            episodes_per_row=trainer.args.heldout_samples_per_prompt, seed=seed,
-            chat_template=trainer.chat_template, template_kwargs=dict(trainer.chat_template_kwargs or {}),
-            max_completion_length=trainer.max_completion_length,
-            max_iterations=trainer.max_tool_calling_iterations,
-            max_tool_calls=trainer.args.max_tool_calls_per_episode,
-        )
-
-    @classmethod
-    def from_spec(cls, spec) -> EpisodeSettings:
-        """The settings of an evaluation spec (training/evaluation/spec.py): sampled, or greedy (one episode per
-        row) when `spec.greedy`."""
-        iterations = spec.max_tool_calling_iterations
-        settings = cls(
-            sampling=spec.sampling, episodes_per_row=spec.samples_per_prompt, seed=spec.eval_seed,
-            template_kwargs=dict(spec.template_kwargs),
-            max_completion_length=spec.max_new_tokens,
-            max_iterations=sys.maxsize if iterations is None else int(iterations),
-            max_tool_calls=spec.max_tool_calls,
-        )
-        return settings.greedy() if spec.greedy else settings
 
 
 @dataclass
@@ -179,7 +133,7 @@ def _start(env_factory, row: dict, index: int, sample: int, seed: int | None, re
 
 @torch.no_grad()
 def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
-                  reset: Callable | None = None) -> list[PlayedEpisode]:
+                  reset: Callable | None = None, batch_size: int = 32) -> list[PlayedEpisode]:
     """`settings.episodes_per_row` episodes of every row, in order (row 0's first), played to the end (module
     docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). The model is left in the
     mode it was in."""
@@ -196,11 +150,11 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
     played = []
     try:
         with seeded_rng(settings.seed, model.device):
-            for start in range(0, len(plan), settings.batch_size):
+            for start in range(0, len(plan), batch_size):
                 chunk = [
                     _start(env_factory, rows[i], i, k, episode_seed(settings.seed, i, k) if sampled else None,
                            reset, tokenizer, settings)
-                    for i, k in plan[start : start + settings.batch_size]
+                    for i, k in plan[start : start + batch_size]
                 ]
                 _play(model, tokenizer, chunk, settings)
                 played.extend(chunk)

@@ -21,11 +21,11 @@ import logging
 import math
 from pathlib import Path
 
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episodes import EVAL_FILE, SCORE, Episode, read_episodes, summarize, write_episodes
 from training.evaluation.heldout_change import MetricChange, changes, row_means
 from training.evaluation.heldout_reward import heldout_episodes
 from training.evaluation.tool_episodes import TOOL_ERROR, environment_success
-from training.evaluation.tool_loop import EpisodeSettings
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
 from training.run_setup.task_plugins import TrainingEvaluator, training_evaluator
@@ -85,19 +85,11 @@ class HeldoutEvaluation:
         trainer = self.trainer
         rows = self.rows[: trainer.args.heldout_max_samples]
         model = trainer.accelerator.unwrap_model(trainer.model)
-        common = dict(
-            reward_weights=trainer.reward_weights.tolist(),
-            template_kwargs=trainer.chat_template_kwargs,
-            max_new_tokens=trainer.max_completion_length,
-        )
-        sampling = {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k}
-        tokenizer, funcs = trainer.processing_class, trainer.reward_funcs
+        settings = EpisodeSettings.from_trainer(trainer, self.seed)
+        tokenizer, funcs, weights = trainer.processing_class, trainer.reward_funcs, trainer.reward_weights.tolist()
         with full_weights_for_generation(model, trainer.accelerator):
-            sampled = heldout_episodes(
-                model, tokenizer, rows, funcs, **common, sampling=sampling,
-                num_samples=trainer.args.heldout_samples_per_prompt, seed=self.seed,
-            )
-            greedy = heldout_episodes(model, tokenizer, rows, funcs, **common)
+            sampled = heldout_episodes(model, tokenizer, rows, funcs, settings, reward_weights=weights)
+            greedy = heldout_episodes(model, tokenizer, rows, funcs, settings.greedy(), reward_weights=weights)
         values: dict[str, float] = {}
         _mean_or_skip(values, "heldout/reward", summarize(sampled).mean)
         _mean_or_skip(values, "heldout/greedy_reward", summarize(greedy).mean)

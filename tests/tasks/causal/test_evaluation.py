@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from training.evaluation.tool_loop import EpisodeSettings, sampling_chat_template, tool_suffix_ids
+from training.evaluation.episode_settings import EpisodeSettings
+from training.evaluation.tool_loop import sampling_chat_template, tool_suffix_ids
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.baselines import OraclePolicy, RandomPolicy, run_policy
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, mean_metrics

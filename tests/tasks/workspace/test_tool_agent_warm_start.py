@@ -9,8 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.run_setup.warm_start_tools as warm_start_tools
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_episodes import environment_success
-from training.evaluation.tool_loop import EpisodeSettings, sampling_chat_template
+from training.evaluation.tool_loop import sampling_chat_template
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start_tools import encode_trace, trace_warm_start
 from training.tasks.workspace.env import WorkspaceEnv

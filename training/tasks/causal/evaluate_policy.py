@@ -38,7 +38,7 @@ from types import SimpleNamespace
 
 import torch
 
-from training.evaluation.tool_loop import EpisodeSettings
+from training.evaluation.episode_settings import EpisodeSettings
 from training.outputs import run_files
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES

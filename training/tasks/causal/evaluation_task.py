@@ -93,7 +93,7 @@ def evaluate(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
                                 "surrogate")
         records = baseline_episodes(policy, rows, spec.samples_per_prompt, factory.surrogate_kind, weights=weights)
     else:
-        from training.evaluation.tool_loop import EpisodeSettings
+        from training.evaluation.episode_settings import EpisodeSettings
 
         model, tokenizer = policy
         records = lm_episodes(model, tokenizer, rows, EpisodeSettings.from_spec(spec), env_factory=factory,

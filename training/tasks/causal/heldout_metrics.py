@@ -14,7 +14,7 @@ which become the episodes of `eval.jsonl` and `eval_greedy.jsonl` (`evaluation_t
 
 from __future__ import annotations
 
-from training.evaluation.tool_loop import EpisodeSettings
+from training.evaluation.episode_settings import EpisodeSettings
 from training.step.distributed import full_weights_for_generation
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import lm_episodes, mean_metrics

@@ -1,0 +1,55 @@
+"""How held-out episodes are played, as one object: what every evaluation (single-turn reward functions, the one
+multi-turn tool loop) takes instead of a dozen keyword arguments, built from the trainer (during training) or from an
+evaluation spec (`python -m training.evaluate`). How many episodes share a batch is the player's own argument: it is
+how the episodes are computed, not what they are.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """How held-out episodes are played: the decoding, the episodes per row and their seed, the rendering, and the
+    limits TRL's trainer samples under (the tool fields apply to multi-turn episodes only)."""
+
+    sampling: dict | None = None  # temperature, top_p, top_k; None: greedy
+    episodes_per_row: int = 1
+    seed: int = 0  # sampled episode (row, k) draws from episode_seed(seed, row, k)
+    chat_template: str | None = None  # None: the one TRL's trainer renders tool conversations with for the tokenizer
+    template_kwargs: dict = field(default_factory=dict)
+    max_completion_length: int = 256  # tokens of the whole completion: every turn and every tool reply
+    max_iterations: int = sys.maxsize  # rounds of tool calls (TRL's max_tool_calling_iterations; None: unbounded)
+    max_tool_calls: int = 4  # per episode; later calls are refused as too_many_turns
+
+    def greedy(self, episodes_per_row: int = 1) -> EpisodeSettings:
+        return replace(self, sampling=None, episodes_per_row=episodes_per_row)
+
+    @classmethod
+    def from_trainer(cls, trainer, seed: int) -> EpisodeSettings:
+        """Sampled as the trainer samples (its temperature, top-p, top-k, template and limits),
+        `heldout_samples_per_prompt` episodes per row."""
+        return cls(
+            sampling={"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
+            episodes_per_row=trainer.args.heldout_samples_per_prompt, seed=seed,
+            chat_template=trainer.chat_template, template_kwargs=dict(trainer.chat_template_kwargs or {}),
+            max_completion_length=trainer.max_completion_length,
+            max_iterations=trainer.max_tool_calling_iterations,
+            max_tool_calls=trainer.args.max_tool_calls_per_episode,
+        )
+
+    @classmethod
+    def from_spec(cls, spec) -> EpisodeSettings:
+        """The settings of an evaluation spec (training/evaluation/spec.py): sampled, or greedy (one episode per
+        row) when `spec.greedy`."""
+        iterations = spec.max_tool_calling_iterations
+        settings = cls(
+            sampling=spec.sampling, episodes_per_row=spec.samples_per_prompt, seed=spec.eval_seed,
+            template_kwargs=dict(spec.template_kwargs),
+            max_completion_length=spec.max_new_tokens,
+            max_iterations=sys.maxsize if iterations is None else int(iterations),
+            max_tool_calls=spec.max_tool_calls,
+        )
+        return settings.greedy() if spec.greedy else settings
