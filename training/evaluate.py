@@ -61,26 +61,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def recipe_overrides(pairs: list[str]) -> list[str]:
-    """`["k=v", ...]` -> `["--k", "v", ...]`, naming a malformed pair."""
-    argv = []
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """`["k=v", ...]` -> `{k: v}`, naming a malformed pair."""
+    sets = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise EvalSpecError(f"--set {pair!r}: expected KEY=VALUE")
-        argv += [f"--{key.lstrip('-')}", value]
-    return argv
+        sets[key.lstrip("-")] = value
+    return sets
 
 
 def build_spec(args: argparse.Namespace):
-    overrides = recipe_overrides(args.set)
+    sets = parse_sets(args.set)
+    argv = [arg for key, value in sets.items() for arg in (f"--{key}", value)]  # as train.py's --KEY VALUE
     if args.recipe is not None and args.run_dir is None:
-        spec = spec_from_recipe(args.recipe, overrides)
+        spec = spec_from_recipe(args.recipe, argv)
     elif args.recipe is None:  # the run's own model; --set changes how it is evaluated
-        spec = spec_from_run(args.run_dir, {k.lstrip("-"): v for k, v in zip(overrides[::2], overrides[1::2],
-                                                                          strict=True)})
+        spec = spec_from_run(args.run_dir, sets)
     else:
-        spec = replace(spec_from_recipe(args.recipe, overrides), adapter=str(args.run_dir), source=str(args.run_dir))
+        spec = replace(spec_from_recipe(args.recipe, argv), adapter=str(args.run_dir), source=str(args.run_dir))
     if args.model is not None:
         from training.run_setup.models import resolve_model_path
 

@@ -30,7 +30,7 @@ class EvalSpec:
 
     source: str                       # the run directory or recipe it was read from
     base_model: str                   # model_name_or_path as given (`tiny-qwen3`, a directory, a hub id)
-    model_path: str                   # what from_pretrained loads (the warm-started model when the recipe has one)
+    model_path: str | None            # what from_pretrained loads (the warm-started model when the recipe has one)
     adapter: str | None
     heldout_file: str
     reward_funcs: list[str]
@@ -115,16 +115,17 @@ def _looks_like_hub_id(path: str) -> bool:
     return path.count("/") == 1 and not path.startswith((".", "/"))
 
 
-def spec_from_recipe(recipe: str, overrides: list[str] | None = None) -> EvalSpec:
+def spec_from_recipe(recipe: str, overrides: list[str] | None = None, build_model: bool = True) -> EvalSpec:
     """The spec of a recipe (plus command-line style `overrides`), its base model built as training builds it:
-    the offline tiny Qwen3 and the supervised or tool-trace warm start, both cached."""
+    the offline tiny Qwen3 and the supervised or tool-trace warm start, both cached. With `build_model=False`, the
+    recipe's evaluation settings alone (`model_path` None: the caller names the model)."""
     from training.run_setup.recipe import RecipeError, parse_args
 
     try:
         script_args, training_args, model_args = parse_args(["--config", recipe, *(overrides or [])])
     except RecipeError as err:
         raise EvalSpecError(str(err)) from None
-    model_path = warm_started_model_path(script_args, training_args, model_args)
+    model_path = warm_started_model_path(script_args, training_args, model_args) if build_model else None
     return _spec_from_args(recipe, vars(script_args), training_args.to_dict(), vars(model_args), model_path)
 
 

@@ -116,9 +116,10 @@ class HeldoutEvaluation:
         settings = EpisodeSettings.from_trainer(trainer, self.seed)
         sampled_episodes: list[Episode] = []
         greedy_episodes: list[Episode] = []
-        sampled, counts = environment_success(model, tokenizer, rows, factory, settings, episodes=sampled_episodes)
-        greedy, greedy_counts = environment_success(model, tokenizer, rows, factory, settings.greedy(),
-                                                    episodes=greedy_episodes)
+        with full_weights_for_generation(model, trainer.accelerator):  # as the other held-out evaluations
+            sampled, counts = environment_success(model, tokenizer, rows, factory, settings, episodes=sampled_episodes)
+            greedy, greedy_counts = environment_success(model, tokenizer, rows, factory, settings.greedy(),
+                                                        episodes=greedy_episodes)
         both = counts + greedy_counts
         tool_errors = float(both.pop(TOOL_ERROR, 0))
         values: dict[str, float] = {}

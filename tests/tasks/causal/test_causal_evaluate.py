@@ -39,3 +39,24 @@ def test_baselines_run_through_the_same_command_and_compare_per_metric(tmp_path)
     assert result["metric"] == "regret" and set(result["by_metric"]) == {"parent_f1", "info_gain"}
     assert result["ranking"][0] == "oracle" and result["episodes"]["units"] == 4
     assert "## parent_f1 (higher is better)" in (tmp_path / "cmp" / "comparison.md").read_text()
+
+
+def test_evaluate_policy_plays_the_episodes_training_evaluate_plays(tmp_path):
+    """The causal front end for episodes from elsewhere (`evaluate_policy`) reads the recipe and loads the model as
+    `training.evaluate` does, and plays through the same loop: the same model, rows and seed give the same records."""
+    import yaml
+
+    from training.tasks.causal import evaluate_policy
+
+    summary = evaluate([*RECIPE, "--out", str(tmp_path / "evaluate")])
+    recipe = yaml.safe_load(open("recipes/causal_cpu.yaml"))
+    recipe.update(warm_start_steps=0, max_completion_length=96)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    evaluate_policy.main(["--model", summary["model_path"], "--recipe", str(tmp_path / "recipe.yaml"), "--split",
+                          "heldout", "--limit", "4", "--episodes", "2", "--out", str(tmp_path / "policy")])
+
+    def played(directory):
+        return [{**e.as_json(), "extra": {k: v for k, v in e.extra.items() if k not in ("policy", "split")}}
+                for e in read_episodes(tmp_path / directory)]
+
+    assert played("policy") == played("evaluate") and len(played("policy")) == 8

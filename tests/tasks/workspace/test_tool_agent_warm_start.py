@@ -170,6 +170,35 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
     assert sampled["rows"] == trainer.heldout_rows
 
 
+def test_tool_run_heldout_generates_with_the_full_weights_gathered(tmp_path, monkeypatch):
+    """Under ZeRO-3 a rank holds shards only: the environment episodes must be played inside
+    `full_weights_for_generation`, as the reward-function and causal evaluations are."""
+    from collections import Counter
+    from contextlib import contextmanager
+
+    import training.evaluation.trainer_heldout as heldout
+    from tests.support.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
+
+    trainer = build_tiny_env_trainer(str(tmp_path / "out"), heldout_samples_per_prompt=2)
+    trainer.heldout_rows = workspace_post_rows()[:2]
+    gathered, seen = [], []
+
+    @contextmanager
+    def recording_gather(model, accelerator):
+        gathered.append(True)
+        yield
+        gathered.append(False)
+
+    def fake_success(model, tokenizer, rows, factory, settings, episodes=None):
+        seen.append(gathered[-1] if gathered else False)
+        return 0.5, Counter()
+
+    monkeypatch.setattr(heldout, "full_weights_for_generation", recording_gather)
+    monkeypatch.setattr(heldout, "environment_success", fake_success)
+    trainer.evaluate_heldout()
+    assert seen == [True, True]  # sampled and greedy, both inside the gather
+
+
 @pytest.mark.gpu
 def test_sampled_heldout_leaves_the_cuda_generator_as_it_was(tiny_model_dir, workspace_rows):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -33,58 +33,31 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
 from training.evaluation.episode_settings import EpisodeSettings
+from training.evaluation.spec import load_policy, spec_from_recipe
 from training.outputs import run_files
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import make_causal_env
-from training.tasks.causal.evaluation_task import write_evaluation
+from training.tasks.causal.evaluation_task import component_weights, write_evaluation
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, split_rows
 
 
-def recipe_settings(path: str) -> dict:
-    """The sampling settings, limits and component weights of a recipe, read as training reads it (every key
-    checked, the config's own defaults for the keys it leaves out)."""
-    from training.run_setup.recipe import parse_args
-    from training.tasks.causal.evaluation_task import component_weights
-
-    script, train, _ = parse_args(["--config", path])
-    iterations = train.max_tool_calling_iterations
-    return {
-        "temperature": train.temperature, "top_p": train.top_p, "top_k": train.top_k,
-        "max_completion_length": train.max_completion_length,
-        "max_tool_calling_iterations": train.max_tool_calls_per_episode if iterations is None else iterations,
-        "max_tool_calls_per_episode": train.max_tool_calls_per_episode,
-        "chat_template_kwargs": dict(train.chat_template_kwargs or {}),
-        "weights": component_weights(SimpleNamespace(source=path, reward_funcs=script.reward_funcs,
-                                                     reward_weights=train.reward_weights)),
-    }
-
-
-def load_policy(model: str, adapter: str | None):
-    """(model, tokenizer, description) for `--model` / `--adapter` (see the module docstring)."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def policy_paths(model: str, adapter: str | None) -> tuple[str, str | None]:
+    """(base model path, adapter) for `--model` / `--adapter`: a LoRA run's directory names its own base."""
     from training.run_setup.models import resolve_model_path
 
     path = Path(model)
     if adapter is None and (path / "adapter_config.json").exists():
-        adapter, base = str(path), json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
-    else:
-        base = resolve_model_path(model)
-    tokenizer = AutoTokenizer.from_pretrained(adapter or base)
-    net = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    if adapter is not None:
-        net = PeftModel.from_pretrained(net, adapter).merge_and_unload()
-    return net, tokenizer, {"base": base, "adapter": adapter}
+        return json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"], str(path)
+    return resolve_model_path(model), adapter
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -115,8 +88,8 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
     rows = rows[: args.limit]
     if not Path(args.recipe).expanduser().is_file():
         raise BadInputError(f"--recipe: {args.recipe!r} is not a file")
-    settings = recipe_settings(str(Path(args.recipe).expanduser()))
-    weights = settings["weights"]
+    spec = spec_from_recipe(str(Path(args.recipe).expanduser()), build_model=False)  # read as training reads it
+    weights = component_weights(spec)
     env_factory = make_causal_env(args.surrogate, active=not args.frozen)
     started = time.time()
     if args.baseline:
@@ -129,18 +102,15 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
         if unprompted:
             raise BadInputError(f"{source}: row {unprompted[0]} has no 'prompt', which a language model reads; write "
                                 "rows with prompts by python -m training.tasks.causal.scm_rows, or pass --scm FILE")
-        model, tokenizer, evaluated = load_policy(args.model, args.adapter)
-        label, decoding = args.label or args.model, args.decoding
-        played = EpisodeSettings(
-            sampling={"temperature": settings["temperature"], "top_p": settings["top_p"], "top_k": settings["top_k"]},
-            episodes_per_row=args.episodes, seed=args.seed, template_kwargs=settings["chat_template_kwargs"],
-            max_completion_length=settings["max_completion_length"],
-            max_iterations=settings["max_tool_calling_iterations"],
-            max_tool_calls=settings["max_tool_calls_per_episode"],
-        )
+        model_path, adapter = policy_paths(args.model, args.adapter)
+        model, tokenizer = load_policy(replace(spec, model_path=model_path, adapter=adapter))
+        label, decoding, evaluated = args.label or args.model, args.decoding, {"model_path": model_path,
+                                                                               "adapter": adapter}
+        settings = EpisodeSettings.from_spec(replace(spec, samples_per_prompt=args.episodes, eval_seed=args.seed))
         if decoding == "greedy":
-            played = played.greedy(args.episodes)
-        records = lm_episodes(model, tokenizer, rows, played, env_factory=env_factory, policy=label, weights=weights)
+            settings = settings.greedy(args.episodes)
+        records = lm_episodes(model, tokenizer, rows, settings, env_factory=env_factory, policy=label,
+                              weights=weights)
     for r in records:
         r.update(decoding=decoding, surrogate="frozen" if args.frozen else "active", surrogate_kind=args.surrogate,
                  split=source)
