@@ -121,3 +121,18 @@ def test_value_loss_of_an_all_forced_micro_batch_is_zero_not_nan(make_env_traine
 @pytest.mark.parametrize("cell", FULL_GRID, ids=[cell_id(c) for c in FULL_GRID])
 def test_every_cell_trains(make_env_trainer, cell):
     check_cell(run_cell(make_env_trainer, *cell), *cell)
+
+
+def test_heldout_episodes_with_every_feature_on(make_env_trainer, workspace_rows):
+    """The one held-out tool loop beside dynamic sampling, a value head, forcing, reference sync and two iterations:
+    evaluating before training is reproducible (paired), leaves the policy in training mode, and the training after
+    it still behaves as the cell's checks say."""
+    cell = (True, "gae", True, True, 2)
+    trainer = make_env_trainer(flags=cell_flags(True), max_steps=2, **cell_settings(True, "gae", True, 2))
+    trainer.heldout_rows = workspace_rows[16:19]
+    first, again = trainer.evaluate_heldout(), trainer.evaluate_heldout()
+    assert first == again and math.isfinite(first["heldout/reward"]) and "heldout/tool_errors" in first
+    assert trainer.model.training
+    trainer.train()
+    check_cell(training_logs(trainer.args.output_dir), *cell)
+    assert math.isfinite(trainer.evaluate_heldout()["heldout/greedy_reward"])
