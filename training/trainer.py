@@ -5,11 +5,12 @@ plain object each) in written order. No other class overrides a TRL method; data
 batch (keys in training/algorithms/trajectory.py), never on the trainer.
 
     generation   `_generate_and_score_completions`: dynamic sampling runs one or more sampling rounds; each round
-                 plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls,
-                 `_generate_single_turn` records log-probs and writes forced first turns, `_calculate_rewards`
-                 checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's old-log-prob forward from
-                 the recorded log-probs), then logs the environments' episode metrics, attaches the old log-probs,
-                 rewards and group ids, masks forced rows and checks the schema; then the zero-std watch and, every
+                 plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls and
+                 notes each call's model turn, `_generate_single_turn` records log-probs and writes forced first
+                 turns, `_calculate_rewards` checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's
+                 old-log-prob forward from the recorded log-probs), then logs the environments' episode metrics,
+                 attaches the old log-probs, rewards and group ids, replaces the advantages by per-call ones
+                 (`call_credit`), masks forced rows and checks the schema; then the zero-std watch and, every
                  `logp_check_steps` batches, the sampler/trainer log-prob agreement check.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
                  feeds the value head and the ratio statistics), the value loss, the optional supervised term.
@@ -38,6 +39,7 @@ from trl import GRPOTrainer
 from judges.adapter import JudgeSettings
 from training.algorithms.trajectory import check_generation_batch, loss_mask
 from training.evaluation.trainer_heldout import HeldoutEvaluation
+from training.features.call_credit import CallCredit
 from training.features.dynamic_sampling import DynamicSampling
 from training.features.environment_metrics import EnvironmentMetrics
 from training.features.forcing import Forcing, Plan, policy_logps
@@ -74,6 +76,7 @@ class _Round:
     first_turn: bool = True
     sampling_logps: list[list[float]] | None = None
     rewards_per_func: torch.Tensor | None = None
+    episode_tools: list | None = None  # each rollout's `EpisodeTools` (the turn of every call it passed on)
 
 
 @dataclass
@@ -116,6 +119,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                                      args.logp_diff_warn_threshold)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
+        self.call_credit = CallCredit(args.call_credit)
         self.environment_metrics = EnvironmentMetrics()
         self.dynamic_sampling = DynamicSampling(args, self.train_dataset, self.num_generations, args.seed,
                                                 self.accelerator.process_index)
@@ -182,6 +186,10 @@ class StrictGRPOTrainer(GRPOTrainer):
         batch["sequence_rewards"], batch["group_ids"] = local_rewards_and_groups(
             scored.rewards_per_func, self.reward_weights, len(inputs), self.accelerator.process_index, group_size
         )
+        if self.call_credit.enabled:  # per-token advantages from each call's reward, in place of TRL's per episode
+            batch["advantages"] = self.call_credit.advantages(
+                batch, self.environments, scored.episode_tools, self.reward_func_names, self.reward_weights,
+                scored.rewards_per_func, group_size, self.accelerator, metrics)
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
         self._check_batch(batch, mode)
         return batch
@@ -190,8 +198,12 @@ class StrictGRPOTrainer(GRPOTrainer):
         metrics = self._metrics[self._mode]
         with timed(metrics, "generate"):
             counts = None
+            self.call_credit.start()
             if self.tool_calls.enabled:  # TRL built one {name: tool} dict per rollout just before this call
-                self._sync_tool_dicts, counts = self.tool_calls.wrap(self._sync_tool_dicts)
+                self._sync_tool_dicts, counts, episode_tools = self.tool_calls.wrap(self._sync_tool_dicts,
+                                                                                    self.call_credit.clock)
+                if self._round is not None:
+                    self._round.episode_tools = episode_tools
             result = super()._generate(prompts)
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
@@ -206,6 +218,7 @@ class StrictGRPOTrainer(GRPOTrainer):
             trl_turn, self.accelerator.unwrap_model(self.model_wrapped), self.temperature,
             backend_records=self.use_vllm or self.use_transformers_continuous_batching,
         )
+        self.call_credit.turn_generated()
         rnd = self._round
         if rnd is not None and rnd.first_turn:
             rnd.first_turn = False  # turns after a tool result are always the policy's own

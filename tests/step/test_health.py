@@ -78,6 +78,27 @@ def test_grad_spike_is_k_times_the_median_of_recent_finite_nonzero_norms_after_a
     assert not spike(float("nan"))  # that is health/nonfinite_loss's job
 
 
+def test_a_near_deterministic_policys_hundredfold_jump_below_the_floor_is_no_spike():
+    """Gradient norms ~1e-4 with one group the policy is unsure of at ~1e-2: 100x the median, far below the clipping
+    threshold; the floor (grad_spike_floor x max_grad_norm) keeps it from firing, a jump to half the threshold
+    still fires, and without clipping the floor is grad_spike_floor itself."""
+    from types import SimpleNamespace
+
+    from training.step.health import spike_floor
+
+    recent = [1e-4] * 10
+    floor = spike_floor(SimpleNamespace(grad_spike_floor=0.1, max_grad_norm=1.0))
+    assert floor == pytest.approx(0.1)
+
+    def spike(grad_norm):
+        return detect({"loss": 0.1, "grad_norm": grad_norm}, False, recent, spike_floor=floor)["health/grad_spike"]
+
+    assert not spike(1e-2) and spike(0.5)
+    assert detect({"loss": 0.1, "grad_norm": 1e-2}, False, recent)["health/grad_spike"]  # the old rule: a spike
+    assert spike_floor(SimpleNamespace(grad_spike_floor=0.1, max_grad_norm=0.0)) == pytest.approx(0.1)
+    assert spike_floor(SimpleNamespace(grad_spike_floor=0.2, max_grad_norm=5.0)) == pytest.approx(1.0)
+
+
 def test_streaks_and_grad_norms_are_rebuilt_from_the_checkpoint_history_on_resume():
     from types import SimpleNamespace
 
@@ -87,7 +108,8 @@ def test_streaks_and_grad_norms_are_rebuilt_from_the_checkpoint_history_on_resum
     history = [{"loss": 0.0, "grad_norm": 1.0, "health/zero_loss": 1.0}] * 2 + [{"train_runtime": 1.0}]
     callback.on_train_begin(None, SimpleNamespace(log_history=history), None)
     assert callback.streaks["health/zero_loss"] == 2 and list(callback.grad_norms) == [1.0, 1.0]
-    args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=2, strict_health=True, health_patience=3)
+    args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=2, strict_health=True, health_patience=3,
+                           grad_spike_floor=0.1, max_grad_norm=1.0)
     callback.on_log(args, SimpleNamespace(global_step=3), None, logs={"loss": 0.0, "grad_norm": 0.0})
     assert "health/zero_loss fired for 3 consecutive steps" in str(callback.error)  # 2 before the resume, 1 after
     callback.error = None

@@ -19,11 +19,12 @@ class ToolCalls:
         if has_tools:
             install_strict_parsing(tokenizer)
 
-    def wrap(self, sync_tool_dicts: list[dict]) -> tuple[list[dict], Counter]:
-        """TRL's per-rollout `{name: tool}` dicts, each run through `EpisodeTools`, and the counter they share."""
+    def wrap(self, sync_tool_dicts: list[dict], clock=None) -> tuple[list[dict], Counter, list[EpisodeTools]]:
+        """TRL's per-rollout `{name: tool}` dicts, each run through `EpisodeTools` (which notes the turn `clock` gives
+        for every call it passes on), the counter they share, and the `EpisodeTools` themselves."""
         counts: Counter = Counter()
-        wrapped = [EpisodeTools(tools, counts, self.max_calls).as_tool_dict() for tools in sync_tool_dicts]
-        return wrapped, counts
+        episodes = [EpisodeTools(tools, counts, self.max_calls, clock) for tools in sync_tool_dicts]
+        return [e.as_tool_dict() for e in episodes], counts, episodes
 
     @staticmethod
     def log(counts: Counter, accelerator, metrics: dict) -> None:

@@ -123,7 +123,16 @@ class StrictGRPOConfig(GRPOConfig):
         default=10.0,
         metadata={
             "help": "`health/grad_spike` fires when a step's finite `grad_norm` exceeds this many times the median of "
-            "the last 20 finite, non-zero grad norms (after `grad_spike_warmup` of them). 0 disables it."
+            "the last 20 finite, non-zero grad norms (after `grad_spike_warmup` of them) and `grad_spike_floor` x "
+            "`max_grad_norm`. 0 disables it."
+        },
+    )
+    grad_spike_floor: float = field(
+        default=0.1,
+        metadata={
+            "help": "`health/grad_spike` never fires for a `grad_norm` at or below this fraction of `max_grad_norm` "
+            "(of 1 without clipping): a near-deterministic policy's gradients jump a hundredfold (1e-4 to 1e-2) "
+            "without any instability (training/step/health.py)."
         },
     )
     grad_spike_warmup: int = field(
@@ -163,6 +172,16 @@ class StrictGRPOConfig(GRPOConfig):
             "(TRL's group-relative, no value head), 'gae' (GAE with a learned value baseline, whitened per batch), "
             "'hybrid' (Monte Carlo return-to-go minus the value baseline, normalised within each prompt's group). "
             "'gae' and 'hybrid' train a value head.",
+        },
+    )
+    call_credit: bool = field(
+        default=False,
+        metadata={
+            "help": "Credit each tool call with what it earned: every token of a model turn gets the group-normalised "
+            "reward-to-go from that turn (its calls' and the later calls' per-call reward terms, which the "
+            "environment reports as `call_rewards`), instead of GRPO's one advantage per episode "
+            "(training/algorithms/call_credit.py, training/features/call_credit.py). Needs every reward function to "
+            "have per-call terms, and advantage_estimator='grpo'.",
         },
     )
     vf_coef: float = field(
@@ -313,6 +332,7 @@ class StrictGRPOConfig(GRPOConfig):
         check_range("temperature", self.temperature, "a finite number > 0", lambda v: 0 < v < math.inf)
         check_int("health_patience", self.health_patience, 1)
         check_range("grad_spike_factor", self.grad_spike_factor, "0 (off) or a number > 1", lambda v: v == 0 or v > 1)
+        check_range("grad_spike_floor", self.grad_spike_floor, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         check_int("grad_spike_warmup", self.grad_spike_warmup, 1)
         check_int("reward_retries", self.reward_retries, 0)
         if self.reward_timeout_s is not None:
@@ -333,6 +353,10 @@ class StrictGRPOConfig(GRPOConfig):
         check_range("value_kl_coef", self.value_kl_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         if self.advantage_estimator not in ESTIMATORS:  # the registry in training/algorithms/advantages.py
             raise ConfigError(f"advantage_estimator={self.advantage_estimator!r} is not one of {sorted(ESTIMATORS)}")
+        if self.call_credit and ESTIMATORS[self.advantage_estimator].needs_values:
+            raise ConfigError(f"call_credit=true sets the advantages per call, advantage_estimator="
+                              f"{self.advantage_estimator!r} sets them from a value head: choose one (call_credit "
+                              "with advantage_estimator='grpo')")
         if self.max_wall_time_s is not None:
             check_range("max_wall_time_s", self.max_wall_time_s, "a number > 0, or None", lambda v: v > 0)
 

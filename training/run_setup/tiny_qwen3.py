@@ -114,9 +114,12 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int, arch: dict | None
 
 
 def build_fingerprint() -> str:
-    """Short hash of everything that decides the built files but the seed: a cache keyed by it never serves a
-    model built by an older recipe."""
-    payload = json.dumps([_tokenizer_corpus(), BPE_VOCAB_SIZE, TINY_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS])
+    """Short hash of everything that decides the built files but the seed (the corpus and settings, this module's
+    source, the library versions): a cache keyed by it never serves a model built by older code."""
+    from training.run_setup.build_keys import numerics, source_digest
+
+    payload = json.dumps([_tokenizer_corpus(), BPE_VOCAB_SIZE, TINY_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS,
+                          source_digest(__name__), numerics(threads=False)])
     return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
 

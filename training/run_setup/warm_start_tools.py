@@ -3,7 +3,9 @@
 Each row's reference calls are run in a fresh environment; the trace (prompt, assistant tool call, tool result,
 final answer) is rendered with the chat template GRPO samples with (TRL's prefix-preserving training template
 when the tokenizer's own is not prefix-preserving) and the tools in the system prompt, and the loss is on the
-assistant tokens only (the template's generation mask). Cached like `training.run_setup.warm_start`.
+assistant tokens only (the template's generation mask). Cached like `training.run_setup.warm_start`. With
+`decisions=True` an encoded trace also marks its decision tokens (`decision_tokens`: the tokens that spell each tool
+call's name and argument values), for a loss that weighs them apart from the format (`FineTuneSettings.decision_weight`).
 
 `tool_call_rate` < 1 imitates a weaker teacher: every row also appears as a lazy trace (the prompt answered with
 the final answer and no tool call), so that the warm-started policy acts on about that share of prompts, any prompt.
@@ -12,11 +14,11 @@ the final answer and no tool call), so that the warm-started policy acts on abou
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 from training.evaluation.tool_loop import environment_tools, sampling_chat_template
-from training.run_setup.models import cache_root
-from training.run_setup.warm_start import _cache_key, fine_tune_cached
+from training.run_setup.warm_start import FineTuneSettings, fine_tune_cached
 
 FINAL_ANSWER = "Done."  # the last assistant turn of every trace, and the whole of a lazy one
 
@@ -35,11 +37,44 @@ def reference_trace(row: dict, tool_results: list[str]) -> list[dict]:
     return messages
 
 
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+def _value_span(text: str, start: int, end: int, key: str, value) -> tuple[int, int]:
+    """The character span of `"key": value` 's value inside text[start:end] (a string's characters without quotes)."""
+    written = json.dumps(value)
+    found = re.compile(re.escape(json.dumps(key)) + r"\s*:\s*" + re.escape(written)).search(text, start, end)
+    if found is None:
+        raise ValueError(f"decision tokens: {key!r}: {written} is not written in the tool call {text[start:end]!r}")
+    lo = found.end() - len(written)
+    return (lo + 1, found.end() - 1) if isinstance(value, str) else (lo, found.end())
+
+
+def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int]) -> list[bool]:
+    """Per token of `ids` (the tokenization of `text`): whether it is an assistant token that spells a tool call's
+    name or one of its argument values."""
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if encoded["input_ids"] != list(ids):
+        raise ValueError("decision tokens: the rendered text does not tokenize to the template's token ids")
+    offsets = encoded["offset_mapping"]
+    assistant = [(a, b) for (a, b), m in zip(offsets, mask, strict=True) if m]
+    spans = []
+    for call in _TOOL_CALL.finditer(text):
+        lo, hi = call.span(1)
+        if not any(a <= lo < b for a, b in assistant):
+            continue  # a tool-call example outside the assistant's turns (the system prompt's format line)
+        parsed = json.loads(call.group(1))
+        spans.append(_value_span(text, lo, hi, "name", parsed["name"]))
+        spans.extend(_value_span(text, lo, hi, k, v) for k, v in (parsed.get("arguments") or {}).items())
+    return [bool(m) and any(a < e and s < b for s, e in spans) for (a, b), m in zip(offsets, mask, strict=True)]
+
+
 def encode_trace(
-    tokenizer, row: dict, env_factory, chat_template: str | None, template_kwargs: dict, lazy: bool = False
+    tokenizer, row: dict, env_factory, chat_template: str | None, template_kwargs: dict, lazy: bool = False,
+    decisions: bool = False,
 ):
     """(input_ids, labels) of one row's reference trace, or with `lazy` of the prompt answered without any tool
-    call; labels are -100 outside assistant turns."""
+    call; labels are -100 outside assistant turns. With `decisions`, (input_ids, labels, decision_tokens)."""
     env = env_factory()
     observation = env.reset(**row)
     tools = environment_tools(env)
@@ -63,7 +98,12 @@ def encode_trace(
     ids, mask = out["input_ids"], out["assistant_masks"]
     if not any(mask):
         raise ValueError("the chat template marks no assistant tokens ({% generation %}); cannot warm start on traces")
-    return ids, [t if m else -100 for t, m in zip(ids, mask, strict=True)]
+    labels = [t if m else -100 for t, m in zip(ids, mask, strict=True)]
+    if not decisions:
+        return ids, labels
+    text = tokenizer.apply_chat_template(messages, tools=list(tools.values()), chat_template=chat_template,
+                                         tokenize=False, **template_kwargs)
+    return ids, labels, decision_tokens(tokenizer, text, ids, mask)
 
 
 def trace_warm_start(
@@ -87,8 +127,6 @@ def trace_warm_start(
     template_kwargs = template_kwargs or {}
     ratio = max(Fraction(tool_call_rate).limit_denominator(8), Fraction(1, 8))
     acting, lazy = ratio.numerator, ratio.denominator - ratio.numerator
-    extra = {"traces": repr(env_factory), **({"lazy": [acting, lazy]} if lazy else {})}
-    key = _cache_key(model_path, rows, steps, lr, seed, {**template_kwargs, **extra}, batch_size)
 
     def encode(tokenizer) -> list[tuple[list[int], list[int]]]:
         chat_template = sampling_chat_template(tokenizer)
@@ -98,5 +136,5 @@ def trace_warm_start(
             for is_lazy in [False] * acting + [True] * lazy
         ]
 
-    out = cache_root() / "warm_start_tools" / key
-    return fine_tune_cached(model_path, out, encode, steps, lr, batch_size, seed, show_progress=show_progress)
+    settings = FineTuneSettings(steps=steps, lr=lr, batch_size=batch_size, seed=seed)
+    return fine_tune_cached(model_path, "warm_start_tools", encode, settings, show_progress=show_progress)

@@ -7,9 +7,12 @@ Each logged training step is checked for:
 - `health/ratio_pinned`: on a reuse pass of a generation batch (`num_iterations > 1`) the PPO ratio is exactly 1 with
   zero spread, i.e. the "old" log-probs were recomputed with the current policy;
 - `health/nonfinite_loss`: the loss or the gradient norm is NaN or infinite (non-finite loss or gradient);
-- `health/grad_spike`: the gradient norm is finite but more than `grad_spike_factor` (k) times the median of the
-  last `GRAD_WINDOW` finite, non-zero gradient norms, once at least `grad_spike_warmup` of those were seen (steps
-  without any signal have a gradient norm of exactly 0 and are left out of the median).
+- `health/grad_spike`: the gradient norm is finite, more than `grad_spike_factor` (k) times the median of the
+  last `GRAD_WINDOW` finite, non-zero gradient norms (once at least `grad_spike_warmup` of those were seen; steps
+  without any signal have a gradient norm of exactly 0 and are left out of the median), and above the floor
+  `grad_spike_floor` x `max_grad_norm` (x 1 without clipping). The floor is what a near-deterministic policy needs:
+  its gradients are ~1e-4 on groups it is sure of and ~1e-2 on one it is not, a hundredfold jump that is no
+  instability, while a jump to a sizeable fraction of the clipping threshold still is.
 Each detection is counted in the step's logs (1.0 or 0.0, so `metrics.jsonl` shows every step). When one persists
 for `health_patience` consecutive logged steps (`health/nonfinite_loss`: at once) and `strict_health` is on, the run
 stops with a message that says what is wrong and where to look, after saving a checkpoint
@@ -51,7 +54,8 @@ ADVICE = {
     "health/nonfinite_loss": "the loss or the gradient norm is NaN or infinite. Check the rewards (rewards/nan_count, "
     "huge values), lower learning_rate, keep max_grad_norm > 0, and use fp32 or bf16 rather than fp16",
     "health/grad_spike": "the gradient norm jumped above grad_spike_factor times the median of the recent ones. Check "
-    "the rewards' scale (rewards/*/std), lower learning_rate, or raise grad_spike_factor if such jumps are expected",
+    "the rewards' scale (rewards/*/std), lower learning_rate, or raise grad_spike_factor or grad_spike_floor if such "
+    "jumps are expected",
 }
 IMMEDIATE = ("health/nonfinite_loss",)  # stop at the first occurrence under strict_health
 
@@ -66,11 +70,12 @@ def detect(
     recent_grad_norms: list[float] | tuple[float, ...] = (),
     spike_factor: float = 10.0,
     spike_warmup: int = 5,
+    spike_floor: float = 0.0,
 ) -> dict[str, bool]:
     """Which detectors fire for one training-step log. Pure: tested alone.
 
     `recent_grad_norms`: the finite, non-zero gradient norms of the steps before this one (at most `GRAD_WINDOW`);
-    `spike_factor` 0 disables the spike detector."""
+    `spike_factor` 0 disables the spike detector; a gradient norm at or below `spike_floor` is never a spike."""
     loss, grad_norm = logs.get("loss"), logs.get("grad_norm")
     recent = [g for g in recent_grad_norms if _finite(g) and g > 0][-GRAD_WINDOW:]
     spike = (
@@ -78,6 +83,7 @@ def detect(
         and _finite(grad_norm)
         and len(recent) >= max(spike_warmup, 1)
         and grad_norm > spike_factor * statistics.median(recent)
+        and grad_norm > spike_floor
     )
     return {
         "health/zero_loss": loss == 0.0 and grad_norm == 0.0,
@@ -86,6 +92,13 @@ def detect(
         "health/nonfinite_loss": any(v is not None and not _finite(v) for v in (loss, grad_norm)),
         "health/grad_spike": bool(spike),
     }
+
+
+def spike_floor(args) -> float:
+    """The gradient norm at or below which `health/grad_spike` never fires: `grad_spike_floor` x the clipping
+    threshold `max_grad_norm` (x 1 when gradients are not clipped)."""
+    clip = args.max_grad_norm if args.max_grad_norm and args.max_grad_norm > 0 else 1.0
+    return args.grad_spike_floor * clip
 
 
 def nonfinite_gradients(model) -> int:
@@ -143,6 +156,7 @@ class HealthMonitorCallback(TrainerCallback):
             recent_grad_norms=list(self.grad_norms),
             spike_factor=args.grad_spike_factor,
             spike_warmup=args.grad_spike_warmup,
+            spike_floor=spike_floor(args),
         )
         self._remember(logs.get("grad_norm"))
         for name, hit in fired.items():

@@ -133,14 +133,19 @@ class EpisodeTools:
         tools: `{name: callable}`, e.g. the bound methods of the rollout's environment.
         counts: where refusals are counted, by kind (shared across a batch).
         max_calls: tool calls allowed per episode; later calls are refused as `too_many_turns`.
+        clock: when given, the model turn of the call now running; the turn of every call passed on to a tool is
+            kept in `forwarded_turns` (training/features/call_credit.py).
     """
 
-    def __init__(self, tools: dict[str, Callable], counts: Counter, max_calls: int):
+    def __init__(self, tools: dict[str, Callable], counts: Counter, max_calls: int,
+                 clock: Callable[[], int] | None = None):
         self.tools = tools
         self.schemas = {name: get_json_schema(fn) for name, fn in tools.items()}
         self.counts = counts
         self.max_calls = max_calls
         self.calls = 0
+        self.clock = clock
+        self.forwarded_turns: list[int] = []
 
     def _refuse(self, kind: str, reason: str):
         self.counts[kind] += 1
@@ -159,6 +164,8 @@ class EpisodeTools:
             errors = schema_argument_errors(self.schemas[name], arguments)
             if errors:
                 self._refuse("bad_arguments", f"{name}: " + "; ".join(errors))
+            if self.clock is not None:
+                self.forwarded_turns.append(self.clock())
             return fn(**arguments)
 
         call.__name__ = name

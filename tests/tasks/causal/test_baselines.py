@@ -74,3 +74,16 @@ def test_epsilon_mixes_expert_and_random_calls(rows):
     assert any(s.arguments["value"] not in (-3.0, 3.0) for s in noisy.steps)
     with pytest.raises(ValueError, match="epsilon"):
         EpsilonPolicy(OraclePolicy(), 1.5)
+
+
+def test_range_ends_sets_distinct_variables_at_their_range_ends_without_reading_anything(rows):
+    from training.tasks.causal.baselines import RangeEndsPolicy
+
+    for seed in (0, 1):
+        record = run_policy(RangeEndsPolicy(), rows[0], seed)
+        settings = [s.intervention for s in record.steps]
+        scm_ranges = json.loads(rows[0]["scm_json"])["ranges"]
+        assert all(value in scm_ranges[var] for var, value in settings)
+        d = len(scm_ranges)
+        assert len({var for var, _ in settings[:d]}) == d  # every variable once before any twice
+        assert len(set(settings)) == min(len(settings), 2 * d)  # no setting twice while one is left

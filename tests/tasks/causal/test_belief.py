@@ -98,3 +98,43 @@ def test_the_belief_policy_sets_the_last_entry_or_observes_when_effects_are_unkn
     assert policy(frozen, rng) == ("observe", {})
     with pytest.raises(ValueError, match="reset"):
         policy(CausalEnv(), rng)
+
+
+def test_the_line_shows_each_variables_best_setting_not_yet_made():
+    """After the line's best entry is set, that variable's entry offers its best setting not made yet (the other end
+    under the linear surrogate), so the line's best entry is never a setting already made while another is left."""
+    env = _env()
+    made = []
+    for _ in range(4):
+        best = env.belief.best
+        made.append((best.variable, best.value))
+        env.intervene(best.variable, best.value)
+        shown = {(e.variable, e.value) for e in env.belief.entries}
+        assert shown.isdisjoint(made) or len(made) >= 2 * len(env.scm.actionable)
+    assert len(set(made)) == len(made)
+
+
+def test_the_teacher_repeats_its_previous_call_at_its_rate_and_otherwise_follows_the_line():
+    from training.tasks.causal.belief_policy import TEACHER_REPEAT, teacher
+
+    repeats = follows = calls = 0
+    for seed in range(12):
+        env = make_causal_env()()
+        env.reset(**scm_row(chain5(), seed=seed, budget=6, initial_samples=20))
+        policy, rng = teacher(), np.random.default_rng(seed)
+        previous = None
+        while env.record.used < env.record.budget:
+            tool, args = policy(env, rng)
+            line = env.belief.best
+            env.intervene(**args) if tool == "intervene" else env.observe()
+            step = env.record.steps[-1]
+            if previous is not None:
+                calls += 1
+                repeats += step.arguments == previous
+                follows += step.follows_line
+                assert step.follows_line == (args == {"variable": line.variable, "value": line.value})
+            previous = step.arguments
+    assert repeats + follows == calls  # each later call either repeats or follows the line
+    assert abs(repeats / calls - TEACHER_REPEAT) < 0.15
+    with pytest.raises(ValueError, match="repeat"):
+        BeliefPolicy(repeat=1.5)

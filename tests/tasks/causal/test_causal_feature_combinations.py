@@ -1,5 +1,5 @@
-"""The causal environment trained together with the features its rewards meet: a value head, `num_iterations` 2,
-reference sync, dynamic sampling and forcing (real sampler, LoRA, the four reward functions, the exact surrogate's
+"""The causal environment trained together with the features its rewards meet: a value head or per-call credit,
+`num_iterations` 2, reference sync, dynamic sampling and forcing (real sampler, LoRA, the four reward functions, the exact surrogate's
 expected-gain structure reward). Each cell must pass the generic checks of `tests/test_feature_combinations.py` and
 keep every causal reward finite on every step that sampled. Forcing is on in both cells: the untrained tiny model
 never makes a valid call by itself, so its forced episodes are what gives a group varied rewards (and its own,
@@ -14,17 +14,20 @@ import pytest
 from tests.tasks.causal.trainer_support import build_sampled_causal_trainer
 from tests.test_feature_combinations import cell_flags, cell_id, cell_settings, check_cell, training_logs
 
-# (dynamic sampling, estimator, forcing, reference sync, num_iterations)
+# (dynamic sampling, estimator, forcing, reference sync, num_iterations); "call_credit": per-call advantages
 CELLS = [
     (True, "gae", True, True, 2),
     (False, "hybrid", True, True, 2),
+    (True, "call_credit", True, True, 2),
 ]
 CAUSAL_REWARDS = [f"rewards/{name}/mean" for name in ("optimization", "structure", "parent", "exploration")]
 
 
 def train_cell(output_dir: str, model: str, dynamic, estimator, forcing, sync, iterations) -> list[dict]:
-    trainer = build_sampled_causal_trainer(output_dir, model, cell_flags(forcing), max_steps=2,
-                                           **cell_settings(dynamic, estimator, sync, iterations))
+    credit = estimator == "call_credit"
+    settings = cell_settings(dynamic, "grpo" if credit else estimator, sync, iterations)
+    trainer = build_sampled_causal_trainer(output_dir, model, cell_flags(forcing), max_steps=2, call_credit=credit,
+                                           **settings)
     trainer.train()
     return training_logs(output_dir)
 
@@ -32,7 +35,9 @@ def train_cell(output_dir: str, model: str, dynamic, estimator, forcing, sync, i
 @pytest.mark.parametrize("cell", CELLS, ids=[cell_id(c) for c in CELLS])
 def test_causal_rewards_train_with_value_head_reuse_and_reference_sync(causal_model_dir, tmp_path, cell):
     logs = train_cell(str(tmp_path), causal_model_dir, *cell)
-    check_cell(logs, *cell)
+    check_cell(logs, *cell[:1], "grpo" if cell[1] == "call_credit" else cell[1], *cell[2:])
+    if cell[1] == "call_credit":
+        assert all(log["call_credit/turns"] >= 1.0 for log in logs[:: cell[-1]])
     generated = logs[:: cell[-1]]
     for log in generated:
         assert all(math.isfinite(log[name]) for name in CAUSAL_REWARDS), log

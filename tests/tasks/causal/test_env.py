@@ -162,7 +162,7 @@ def test_check_row_computes_the_optimum_the_episodes_then_reuse():
 
 @pytest.mark.slow
 def test_generator_rewrites_the_shipped_splits_byte_for_byte(tmp_path):
-    """The whole splits (about a minute of CPU: the expert's greedy EIG traces of 256 train rows)."""
+    """The whole splits (about a minute of CPU: the teacher's traces of 256 train rows)."""
     causal_task.write_splits(tmp_path)
     for name in ("train.jsonl", "heldout.jsonl"):
         assert filecmp.cmp(tmp_path / name, causal_task.DATA_DIR / name, shallow=False), name
@@ -174,7 +174,7 @@ def test_generator_rewrites_shipped_rows_byte_for_byte(split, start):
     n, offset = (causal_task.N_TRAIN, 0) if split == "train" else (causal_task.N_HELDOUT,
                                                                      causal_task.HELDOUT_SEED_OFFSET)
     stop = min(start + 3, n)
-    rows = causal_task.make_rows(stop, offset, with_expert=split == "train", start=start)
+    rows = causal_task.make_rows(stop, offset, with_teacher=split == "train", start=start)
     with open(causal_task.DATA_DIR / f"{split}.jsonl") as f:
         shipped = f.read().splitlines()[start:stop]
     assert [json.dumps(r) for r in rows] == shipped

@@ -133,15 +133,20 @@ def test_trl_reward_functions_have_the_contract_names_and_read_the_environments(
 
 def test_the_four_reward_functions_score_each_finished_episode_once(monkeypatch):
     envs = [episode([("intervene", "X1", -3.0)]), episode([("intervene", "X3", 1.0), ("observe",)])]
+    from training.tasks.causal import reward_components
+
     calls = []
-    real = reward_funcs.episode_rewards
-    monkeypatch.setattr(reward_funcs, "episode_rewards", lambda record: calls.append(record) or real(record))
+    real = reward_components.episode_steps
+    monkeypatch.setattr(reward_components, "episode_steps", lambda record: calls.append(record) or real(record))
     for f in reward_funcs.REWARD_FUNCS:
-        assert f(completions=[[], []], environments=envs) == [real(e.record)[f.__name__] for e in envs]
-    assert len(calls) == 2  # one per episode, not one per episode and reward function
+        assert f(completions=[[], []], environments=envs) == [episode_rewards(e.record)[f.__name__] for e in envs]
+    assert [sum(t[n] for t in e.call_rewards) for e in envs for n in ("parent",)] == [
+        episode_rewards(e.record)["parent"] for e in envs]
+    assert len(calls) == 2  # one per episode, not one per episode, reward function and per-call credit
     envs[0].intervene(variable="X3", value=2.0)  # the record grew: scored again, not served stale
-    assert reward_funcs.optimization(completions=[[], []], environments=envs)[0] == real(envs[0].record)["optimization"]
+    fresh = reward_funcs.optimization(completions=[[], []], environments=envs)[0]
     assert len(calls) == 3
+    assert fresh == sum(t["optimization"] for t in envs[0].call_rewards)
 
 
 def test_a_reused_environment_is_scored_afresh_after_reset():

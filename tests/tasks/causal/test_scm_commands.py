@@ -80,7 +80,7 @@ def test_rows_from_a_generator_and_from_a_list_of_files(elsewhere, monkeypatch):
     monkeypatch.syspath_prepend(str(elsewhere))
     monkeypatch.delitem(sys.modules, "my_family", raising=False)
     scm_rows.main(["--generator", "my_family:make", "--out", "gen", "--train", "2", "--heldout", "1", "--budget", "4",
-                   "--expert"])
+                   "--teacher"])
     train = load_rows(elsewhere / "gen" / "train.jsonl")
     assert len({r["scm_json"] for r in train}) == 2 and all(r["budget"] == 4 for r in train)
     assert all(len(json.loads(r["reference_calls_json"])) == 4 for r in train)

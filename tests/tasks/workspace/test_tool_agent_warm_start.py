@@ -66,11 +66,11 @@ def test_tool_call_rate_is_the_share_of_acting_traces_per_row(
 ):
     seen = {}
 
-    def capture(model_path, out, encode, *args, **kwargs):
+    def capture(model_path, kind, encode, *args, **kwargs):
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         seen["labels"] = [labels for _, labels in encode(tokenizer)]
         seen["tokenizer"] = tokenizer
-        return str(out)
+        return model_path
 
     monkeypatch.setattr(warm_start_tools, "fine_tune_cached", capture)
     monkeypatch.setenv("STRICT_GRPO_CACHE", str(tmp_path))
@@ -208,3 +208,17 @@ def test_sampled_heldout_leaves_the_cuda_generator_as_it_was(tiny_model_dir, wor
         sampling={"temperature": 1.0}, episodes_per_row=2, seed=5, chat_template=sampling_chat_template(tokenizer),
         template_kwargs=NO_THINKING, max_completion_length=4, max_iterations=0))
     assert torch.equal(torch.cuda.get_rng_state(), cuda_rng) and torch.equal(torch.get_rng_state(), cpu_rng)
+
+
+def test_decision_tokens_spell_each_calls_name_and_argument_values_and_nothing_else(tokenizer, workspace_rows):
+    """The tokens a decision-weighted warm start weighs apart: decoded, the marked tokens of an acting trace are the
+    reference calls' names and argument values, in order (a byte-level tokenizer spells them in several tokens)."""
+    template = sampling_chat_template(tokenizer)
+    row = workspace_rows[0]
+    ids, labels, decisions = encode_trace(tokenizer, row, WorkspaceEnv, template, NO_THINKING, decisions=True)
+    assert len(decisions) == len(ids) and all(label != -100 for label, d in zip(labels, decisions) if d)
+    marked = tokenizer.decode([t for t, d in zip(ids, decisions) if d])
+    expected = "".join(call["name"] + "".join(str(v) for v in call["arguments"].values())
+                       for call in json.loads(row["reference_calls_json"]))
+    assert marked.replace(" ", "") == expected.replace(" ", "")
+    assert encode_trace(tokenizer, row, WorkspaceEnv, template, NO_THINKING)[:2] == (ids, labels)

@@ -11,13 +11,16 @@ call, ``(tool name, arguments)``:
   EIG(i, v) ≈ H(now) - (1/M) sum_m H(posterior after adding outcome m). All (d - 1) G M hypothetical posteriors are
   scored in one batched call (`what_if_many`); cost per decision ≈ (d - 1) G M single-row updates
   (defaults G = 5, M = 8: 160 at 5 variables, about 0.1 s). It is a nested Monte-Carlo estimate, unbiased for the
-  expected posterior entropy under the posterior predictive, with sampling noise ~ sd(H) / sqrt(M). The defaults are
-  the warm-start expert's (`training.tasks.causal.splits.expert_calls`; the bundled traces depend on them); the registered
+  expected posterior entropy under the posterior predictive, with sampling noise ~ sd(H) / sqrt(M). The registered
   baseline (`POLICIES["greedy_eig"]`) uses G = `BASELINE_EIG_GRID` = 26, fine enough to come near an interior
-  optimum (CBO toy graph: the best value on its grid is 0.02 from the optimum, against 1.17 on the expert's 5).
+  optimum (CBO toy graph: the best value on its grid is 0.02 from the optimum, against 1.17 on a 5-value grid).
 * `ThompsonPolicy`, `ExpectedImprovementPolicy` (`training.tasks.causal.regret_policies`): aim at regret under the same
   posterior draws, over fine grids of values (Thompson sampling: the best call of one draw; expected improvement
   over the best intervention so far).
+* `RangeEndsPolicy`: reads nothing, neither the belief line nor the samples: a uniformly random variable not yet
+  set, at a uniformly random end of its range; once every variable is set, an end not yet set; then any end. Under
+  a linear mechanism E[target | do(X = v)] is affine in v, so the optimum is at an end: this is what regret on the
+  linear SCMs costs without reading anything, the floor a policy that reads the line must beat.
 * `OraclePolicy`: knows the true SCM; its first call is the SCM's optimum (the best single intervention over every
   settable variable, an ancestor of the target included: the one regret is measured against, so its regret is 0
   after one call), then the target's other true parents in turn, each at the value that optimises
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.tasks.causal.belief_policy import BeliefPolicy
+from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv, EpisodeRecord, make_causal_env
 from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
 from training.tasks.causal.scm.optimum import best_value
@@ -57,6 +60,20 @@ class RandomPolicy:
 
     def __call__(self, env: CausalEnv, rng: np.random.Generator) -> Call:
         return random_call(env, rng)
+
+
+class RangeEndsPolicy:
+    name = "range_ends"
+
+    def __call__(self, env: CausalEnv, rng: np.random.Generator) -> Call:
+        scm = env.scm
+        made = set(env.record.interventions)
+        ends = [(v, float(end)) for v in scm.actionable for end in scm.ranges[v]]
+        unset = [c for c in ends if c[0] not in {v for v, _ in made}]
+        fresh = [c for c in ends if c not in made]
+        choices = unset or fresh or ends
+        var, value = choices[int(rng.integers(len(choices)))]
+        return "intervene", {"variable": var, "value": value}
 
 
 class OraclePolicy:
@@ -127,10 +144,10 @@ def greedy_eig_baseline() -> GreedyEIGPolicy:
     return GreedyEIGPolicy(grid=BASELINE_EIG_GRID)
 
 
-POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "greedy_eig": greedy_eig_baseline,
-                                             "thompson": ThompsonPolicy,
+POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "range_ends": RangeEndsPolicy,
+                                             "greedy_eig": greedy_eig_baseline, "thompson": ThompsonPolicy,
                                              "expected_improvement": ExpectedImprovementPolicy,
-                                             "belief_ucb": BeliefPolicy,
+                                             "belief_ucb": BeliefPolicy, "teacher": teacher,
                                              "oracle": OraclePolicy}
 
 

@@ -84,7 +84,8 @@ class Belief:
         return f"Belief, best last: {parts}."
 
     @classmethod
-    def of(cls, surrogate, scm: SCM, rng: np.random.Generator, draws: int = BELIEF_DRAWS) -> Belief:
+    def of(cls, surrogate, scm: SCM, rng: np.random.Generator, draws: int = BELIEF_DRAWS,
+           made: frozenset[tuple[str, float]] = frozenset()) -> Belief:
         marginals = surrogate.posterior().marginals
         settable = list(scm.actionable)
         models = _models(surrogate, draws, rng)
@@ -102,8 +103,10 @@ class Belief:
         mean, sd = e.mean(axis=0), e.std(axis=0)
         entries = []
         for k, v in enumerate(settable):
-            cols = slice(k * grid, (k + 1) * grid)
-            best = k * grid + int(np.argmax(sign * mean[cols]))
+            cols = np.arange(k * grid, (k + 1) * grid)
+            fresh = [c for c in cols if (v, float(values[c])) not in made]
+            cols = np.asarray(fresh or cols)  # every grid value already made: the best of them again
+            best = int(cols[np.argmax(sign * mean[cols])])
             entries.append(VariableBelief(v, marginals[v], float(values[best]), float(mean[best]), float(sd[best])))
         entries.sort(key=lambda b: sign * b.expected + b.sd)
         return cls(scm.target, scm.goal, tuple(entries))

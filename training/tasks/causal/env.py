@@ -43,6 +43,7 @@ from functools import lru_cache
 import numpy as np
 
 from training.tasks.causal.belief import Belief, belief_rng
+from training.tasks.causal.reward_components import step_rewards
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
 from training.tasks.causal.structure_metrics import parent_f1
@@ -86,6 +87,17 @@ class StepRecord:
     posterior_after: ParentPosterior | None = None
     call_index: int | None = None  # valid calls before this one: keys its lookahead, shared by a GRPO group
     expected_info_gain: float | None = None  # the entropy drop the posterior expects of this call (`_look_ahead`)
+    recommended: tuple[str, float] | None = None  # the belief line's last (best) entry when the call was made;
+    # None: the line said the effects are unknown (the belief-reading teacher observes there)
+
+    @property
+    def follows_line(self) -> bool:
+        """Whether the call is the one the line recommended: its last entry's setting, or observe where the line
+        gave no effects (`training.tasks.causal.belief_policy.BeliefPolicy`, the warm start's teacher)."""
+        if self.recommended is None:
+            return self.tool == "observe"
+        return self.intervention is not None and self.intervention[0] == self.recommended[0] and round(
+            self.intervention[1], 1) == self.recommended[1]
 
 
 @dataclass
@@ -107,6 +119,11 @@ class EpisodeRecord:
         return sum(s.valid for s in self.steps)
 
     @property
+    def interventions(self) -> list[tuple[str, float]]:
+        """The episode's accepted interventions, do(variable = value), in order."""
+        return [s.intervention for s in self.steps if s.valid and s.intervention is not None]
+
+    @property
     def best_expected(self) -> float:
         vals = [s.expected_target for s in self.steps if s.valid and s.expected_target is not None]
         best = self.initial_expected
@@ -123,6 +140,12 @@ class EpisodeRecord:
     @property
     def info_gain(self) -> float:
         return float(sum(s.info_gain for s in self.steps if s.valid))
+
+    @property
+    def line_followed(self) -> tuple[int, int]:
+        """(valid calls that set what the belief line recommended, valid calls)."""
+        valid = [s for s in self.steps if s.valid]
+        return sum(s.follows_line for s in valid), len(valid)
 
     @property
     def final_entropy(self) -> float:
@@ -255,6 +278,13 @@ class CausalEnv:
         return self.record.metrics()
 
     @property
+    def call_rewards(self) -> list[dict[str, float]]:
+        """Each call's reward terms, by component (= reward function) name, in the order the calls were answered
+        (`reward_components.step_rewards`; they sum to the episode's rewards): what `call_credit` credits each call
+        with. A property, not a tool."""
+        return step_rewards(self.record)
+
+    @property
     def belief(self) -> Belief | None:
         """The belief the last reply showed (reset's, or the last valid call's); a property, not a tool."""
         return self._belief
@@ -329,7 +359,8 @@ class CausalEnv:
 
     def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
         self._record.invalid[kind] += 1
-        self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind))
+        self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind,
+                                             recommended=self._recommended()))
         return f"error: {message}"
 
     def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
@@ -338,7 +369,7 @@ class CausalEnv:
         text = f"{format_rows(self.scm.variables, rows)}\n({left} calls left)"
         step = StepRecord(tool, args, True, text, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
                           expected_target=expected, intervention=intervention, rows=rows, mask=mask,
-                          call_index=self._record.used)
+                          call_index=self._record.used, recommended=self._recommended())
         self._record.steps.append(step)
         step.regret = self._record.regret
         self._learn(step)
@@ -354,9 +385,17 @@ class CausalEnv:
             self._surrogate.update(step.rows, step.mask)
         self._settle(step)
 
+    def _recommended(self) -> tuple[str, float] | None:
+        """The setting the belief line now shown recommends (its last entry); None where it shows no effects."""
+        if self._belief is None or not self._belief.known:
+            return None
+        return self._belief.best.variable, self._belief.best.value
+
     def _read_belief(self) -> str:
         """The surrogate's current belief (`training.tasks.causal.belief`) as the reply's last line, kept as `belief`."""
-        self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates))
+        made = frozenset((v, round(x, 1)) for v, x in self._record.interventions)
+        self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates),
+                                 made=made)
         return self._belief.line()
 
     def _look_ahead(self, step: StepRecord) -> None:

@@ -1,5 +1,5 @@
-"""The causal task's entries in the generic registries: its tiny model and its held-out evaluation during training
-(`training.run_setup.task_plugins`), and its evaluation task with the scripted baselines
+"""The causal task's entries in the generic registries: its tiny model and its shipped starting policy, its held-out
+evaluation during training (`training.run_setup.task_plugins`), and its evaluation task with the scripted baselines
 (`training.evaluation.task_registry`). Listed in pyproject.toml's `strict_grpo.tasks` entry points."""
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ def _resolve_tiny_model(cache: Path, seed: int) -> str:
     from training.tasks.causal.tiny_model import resolve_causal_model
 
     return resolve_causal_model(cache, seed)
+
+
+def _resolve_starting_policy(cache: Path, seed: int) -> str:
+    from training.tasks.causal.starting_policy import resolve_starting_policy
+
+    return resolve_starting_policy(cache, seed)
 
 
 def _applies(trainer) -> bool:
@@ -57,6 +63,7 @@ def _task_metric_directions() -> dict[str, str]:
 
 
 register_tiny_model("tiny-qwen3-causal", _resolve_tiny_model)
+register_tiny_model("causal-starting-policy", _resolve_starting_policy)  # starting_policy.STARTING_POLICY_NAME
 register_training_evaluator(TrainingEvaluator(
     name="causal", applies=_applies, evaluate=_evaluate,
     metric_directions=_task_metric_directions(),

@@ -211,12 +211,19 @@ def episode_steps(record) -> list[Step | None]:
 
 
 def step_rewards(record) -> list[dict[str, float]]:
-    """Every component's value for every call of the episode, in order."""
-    return [
-        {name: (fn(step) if step is not None else refused_call(name, record.scm, record.budget))
-         for name, fn in STEP_COMPONENTS.items()}
-        for step in episode_steps(record)
-    ]
+    """Every component's value for every call of the episode, in order. Computed once per finished episode (the
+    reward functions, the per-call credit and the records all ask; a nonlinear SCM's optimization term is a
+    Monte-Carlo estimate per call) and kept on the record, keyed by its number of calls (refused ones are steps too),
+    so a record that grew since is scored again."""
+    cached = getattr(record, "_step_rewards", None)
+    if cached is None or cached[0] != len(record.steps):
+        per_step = [
+            {name: (fn(step) if step is not None else refused_call(name, record.scm, record.budget))
+             for name, fn in STEP_COMPONENTS.items()}
+            for step in episode_steps(record)
+        ]
+        cached = record._step_rewards = (len(record.steps), per_step)
+    return [dict(terms) for terms in cached[1]]
 
 
 def episode_rewards(record) -> dict[str, float]:

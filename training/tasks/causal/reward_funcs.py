@@ -16,17 +16,6 @@ from __future__ import annotations
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards
 
 
-def episode_components(record) -> dict[str, float]:
-    """`episode_rewards(record)`, computed once per finished episode: the four reward functions each ask for it, and
-    the optimization term of a nonlinear SCM is a Monte-Carlo estimate per call. Keyed by the episode's number of
-    calls (refused ones are steps too), so a record that grew since is scored again."""
-    key = len(record.steps)
-    cached = getattr(record, "_components", None)
-    if cached is None or cached[0] != key:
-        cached = record._components = (key, episode_rewards(record))
-    return cached[1]
-
-
 def _component(name: str):
     def reward(completions, environments=None, **kwargs) -> list[float]:
         if environments is None:
@@ -38,7 +27,7 @@ def _component(name: str):
             if not hasattr(env, "record") or env.record is None:
                 raise ValueError(f"reward {name!r}: rollout {i}'s environment {type(env).__name__} has no causal "
                                  "episode record (reset not called, or not a CausalEnv)")
-        return [episode_components(env.record)[name] for env in environments]
+        return [episode_rewards(env.record)[name] for env in environments]
 
     reward.__name__ = reward.__qualname__ = name
     reward.__doc__ = f"The episode's `{name}` component (training.tasks.causal.reward_components), one float per rollout."

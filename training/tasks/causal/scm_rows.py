@@ -12,7 +12,7 @@ writes DIR/train.jsonl and DIR/heldout.jsonl. Train row i plays SCM i mod (numbe
 held-out row i plays held-out SCM i mod ... with seed `HELDOUT_SEED_OFFSET` + i (disjoint from the train seeds). With
 one SCM file, train and held-out rows are episodes of the same SCM with different noise; `--heldout_scm` holds
 other SCMs out; a generator is called with seed i for train row i and `HELDOUT_SEED_OFFSET` + i for held-out row i.
-`--expert` adds the train rows' `reference_calls_json` (the bundled task's expert, what the tool-trace warm
+`--teacher` adds the train rows' `reference_calls_json` (the bundled task's teacher, what the tool-trace warm
 start imitates). Budget and initial samples default to `training.tasks.causal.env.DEFAULT_BUDGET` and
 `DEFAULT_INITIAL_SAMPLES`, as everywhere. Relative paths are read from the working directory.
 
@@ -65,15 +65,15 @@ def generated_scm(fn, seed: int, spec: str) -> SCM:
 
 
 def episode_rows(scms: list[SCM], n: int, seed_offset: int, budget: int, initial_samples: int,
-                 expert: bool = False) -> list[dict]:
+                 teacher: bool = False) -> list[dict]:
     """n rows: row i plays scms[i mod len(scms)] with episode seed seed_offset + i."""
-    from training.tasks.causal.splits import expert_calls, scm_row
+    from training.tasks.causal.splits import scm_row, teacher_calls
 
     rows = []
     for i in range(n):
         row = scm_row(scms[i % len(scms)], seed=seed_offset + i, budget=budget, initial_samples=initial_samples)
-        if expert:
-            row["reference_calls_json"] = json.dumps(expert_calls(row))
+        if teacher:
+            row["reference_calls_json"] = json.dumps(teacher_calls(row))
         rows.append(row)
     return rows
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--budget", type=int, default=None, help=f"calls per episode (default {DEFAULT_BUDGET})")
     parser.add_argument("--initial_samples", type=int, default=None,
                         help=f"observational rows at reset (default {DEFAULT_INITIAL_SAMPLES})")
-    parser.add_argument("--expert", action="store_true", help="add the expert's traces to the train rows")
+    parser.add_argument("--teacher", action="store_true", help="add the teacher's traces to the train rows")
     args = parser.parse_args(argv)
     with bad_input_exits():
         budget, initial = check_counts(args.budget, args.initial_samples)
@@ -165,12 +165,12 @@ def main(argv: list[str] | None = None) -> dict:
                 heldout_scms = [load_scm_file(p) for p in args.heldout_scm] if args.heldout_scm else train_scms
             except UserSCMError as err:
                 raise BadInputError(str(err)) from None
-        train = episode_rows(train_scms, args.train, 0, budget, initial, expert=args.expert)
+        train = episode_rows(train_scms, args.train, 0, budget, initial, teacher=args.teacher)
         heldout = episode_rows(heldout_scms, args.heldout, HELDOUT_SEED_OFFSET, budget, initial)
     out = Path(args.out).expanduser().resolve()
     write_split_files(out, {"train": train, "heldout": heldout})
     summary = {"train": len(train), "heldout": len(heldout), "dir": str(out), "budget": budget,
-               "initial_samples": initial, "expert": args.expert}
+               "initial_samples": initial, "teacher": args.teacher}
     print(json.dumps(summary))
     return summary
 

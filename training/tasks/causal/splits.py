@@ -6,18 +6,16 @@ builds the episode from), its `target` and `goal`, how it was generated (`family
 `scm_seed`), the episode's sampling `seed`, the `budget` of calls and the number of `initial_samples`. The SCM is
 text, not a nested column, because Arrow would merge the different SCMs' keys into one struct.
 
-Train rows also carry `reference_calls_json`: the calls of the expert playing that row's episode (same seed, so
+Train rows also carry `reference_calls_json`: the calls of the teacher playing that row's episode (same seed, so
 replaying them in the environment gives the same samples): the call the belief line of the last reply recommends
-(`training.tasks.causal.belief_policy.BeliefPolicy`: the variable listed last, the best, at the value shown), or with
-probability `EXPERT_EPSILON` a random call (a uniform non-target variable, a uniform value in its range). The expert
-acts on what the policy reads, so imitation can teach the policy to read the belief. `EXPERT_EPSILON` is 0: with 30%
-random calls, the 4-layer model imitating 600 steps did not learn the lookup (held-out sampled regret 1.09), without
-them it did (0.17; docs/causal.md); GRPO's room comes from sampling at temperature 1. The supervised warm start
-imitates these traces (`training.run_setup.warm_start_tools.trace_warm_start`), and `FORCE_RATE` forcing uses their first
-call.
+(`training.tasks.causal.belief_policy.BeliefPolicy`: the variable listed last, the best setting not yet made, at the
+value shown), or with probability `TEACHER_REPEAT` its previous call again (`belief_policy.teacher`, the flawed
+teacher GRPO is to surpass). The teacher acts on what the policy reads, so imitation can teach the policy to read the
+belief. The starting policy imitates these traces and more episodes of the same rows
+(`training.tasks.causal.starting_policy`); `FORCE_RATE` forcing uses their first call.
 
 Default splits (`python -m training.tasks.causal.splits` writes `data/causal/{train,heldout}.jsonl`, about a minute, most
-of it the expert): 256 train and 128 held-out SCMs with 4 to 6 variables, the four graph families in turn, every
+of it the teacher): 256 train and 128 held-out SCMs with 4 to 6 variables, the four graph families in turn, every
 fourth one nonlinear, the rest linear-Gaussian; held-out SCMs come from a disjoint seed range. The target is named
 `Y` and the other variables `X1` .. `X{d-1}` (`target_named_y`). Budget and initial observational samples: the
 environment's defaults (`training.tasks.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
@@ -32,8 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.baselines import EpsilonPolicy
-from training.tasks.causal.belief_policy import BeliefPolicy
+from training.tasks.causal.belief_policy import teacher
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.tasks.causal.scm.families import FAMILIES, random_scm
 from training.tasks.causal.scm.scm import SCM
@@ -42,8 +39,7 @@ DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "causal"
 N_TRAIN, N_HELDOUT = 256, 128
 HELDOUT_SEED_OFFSET = 100_000
 SIZES = (4, 5, 6)
-EXPERT_EPSILON = 0.0
-EXPERT_SEED_OFFSET = 7_000_000  # the expert's own generator: default_rng(row seed + this)
+TEACHER_SEED_OFFSET = 7_000_000  # the teacher's own generator: default_rng(row seed + this)
 
 
 def causal_prompt(row: dict) -> list[dict]:
@@ -83,23 +79,23 @@ def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: 
     return {"prompt": causal_prompt(row), **row}
 
 
-def expert_calls(row: dict, epsilon: float = EXPERT_EPSILON) -> list[dict]:
-    """The expert's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
+def teacher_calls(row: dict) -> list[dict]:
+    """The teacher's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
     env = CausalEnv()
     env.reset(**row)
-    policy = EpsilonPolicy(BeliefPolicy(), epsilon)
-    rng = np.random.default_rng(int(row["seed"]) + EXPERT_SEED_OFFSET)
+    policy = teacher()
+    rng = np.random.default_rng(int(row["seed"]) + TEACHER_SEED_OFFSET)
     calls = []
     while env.record.used < env.record.budget:
         tool, args = policy(env, rng)
         out = getattr(env, tool)(**args)
         if out.startswith("error"):
-            raise RuntimeError(f"the expert's call {tool}({args}) was refused on row seed {row['seed']}: {out}")
+            raise RuntimeError(f"the teacher's call {tool}({args}) was refused on row seed {row['seed']}: {out}")
         calls.append({"name": tool, "arguments": args})
     return calls
 
 
-def make_rows(n: int, seed_offset: int, with_expert: bool, start: int = 0) -> list[dict]:
+def make_rows(n: int, seed_offset: int, with_teacher: bool, start: int = 0) -> list[dict]:
     """Rows start .. n-1 of a split (a slice regenerates exactly the shipped lines)."""
     rows = []
     for i in range(start, n):
@@ -107,14 +103,14 @@ def make_rows(n: int, seed_offset: int, with_expert: bool, start: int = 0) -> li
         mechanism = "nonlinear" if i % 4 == 3 else "linear"
         n_vars = SIZES[(i // len(FAMILIES)) % len(SIZES)]
         row = scm_row(target_named_y(random_scm(family, n_vars, seed_offset + i, mechanism)), seed=seed_offset + i)
-        if with_expert:
-            row["reference_calls_json"] = json.dumps(expert_calls(row))
+        if with_teacher:
+            row["reference_calls_json"] = json.dumps(teacher_calls(row))
         rows.append(row)
     return rows
 
 
 def make_splits() -> tuple[list[dict], list[dict]]:
-    return make_rows(N_TRAIN, 0, with_expert=True), make_rows(N_HELDOUT, HELDOUT_SEED_OFFSET, with_expert=False)
+    return make_rows(N_TRAIN, 0, with_teacher=True), make_rows(N_HELDOUT, HELDOUT_SEED_OFFSET, with_teacher=False)
 
 
 def write_splits(out_dir: Path = DATA_DIR) -> None:

@@ -15,7 +15,8 @@ tools block, `", "value": `) collapses into a few long tokens: a 6-call episode 
 The default `tiny-qwen3` is untouched (the other recipes' measured results depend on it).
 
 Built deterministically into the cache (`STRICT_GRPO_CACHE/models/tiny-qwen3-causal-<fingerprint>-seed<N>`), the
-fingerprint hashing the corpus, the vocabulary size and the architecture, like `training.run_setup.tiny_qwen3`.
+fingerprint hashing the corpus, the vocabulary size, the architecture, the building modules' source and the library
+versions, like `training.run_setup.tiny_qwen3`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 from transformers import PreTrainedTokenizerFast
 
 from training.outputs.atomic import atomic_directory
+from training.run_setup.build_keys import numerics, source_digest
 from training.run_setup.tiny_qwen3 import (
     MARKUP_TOKENS,
     SPECIAL_TOKENS,
@@ -112,7 +114,8 @@ def build_causal_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def fingerprint() -> str:
-    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, CAUSAL_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS])
+    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, CAUSAL_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS,
+                          source_digest(__name__, "training.run_setup.tiny_qwen3"), numerics(threads=False)])
     return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
 

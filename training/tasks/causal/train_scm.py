@@ -3,7 +3,7 @@
     python -m training.tasks.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
         [--budget 6 --initial_samples 10 --episodes 64 --heldout_episodes 8] [any training.train flag]
 
-writes the SCM's train rows (`--episodes` of them, with the expert's traces the recipe's warm start imitates)
+writes the SCM's train rows (`--episodes` of them, with the teacher's traces the recipe's warm start imitates)
 and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.causal.scm_rows`), then runs
 `training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and
 `--environment_factory` is `training.tasks.causal.env.CausalEnvAdditive` (the additive surrogate: users' mechanisms are
@@ -48,7 +48,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def write_rows(args: argparse.Namespace) -> Path:
-    """The SCM's train rows (with the expert's traces) and held-out rows under OUTPUT_DIR/scm_rows/."""
+    """The SCM's train rows (with the teacher's traces) and held-out rows under OUTPUT_DIR/scm_rows/."""
     budget, initial = check_counts(args.budget, args.initial_samples)
     if args.episodes < 1 or args.heldout_episodes < 1:
         raise BadInputError(f"--episodes and --heldout_episodes: must be >= 1, got {args.episodes} and "
@@ -58,7 +58,7 @@ def write_rows(args: argparse.Namespace) -> Path:
     except UserSCMError as err:
         raise BadInputError(f"--scm: {err}") from None
     out = Path(args.output_dir).expanduser().resolve() / ROWS_DIR
-    write_split_files(out, {"train": episode_rows([scm], args.episodes, 0, budget, initial, expert=True),
+    write_split_files(out, {"train": episode_rows([scm], args.episodes, 0, budget, initial, teacher=True),
                             "heldout": episode_rows([scm], args.heldout_episodes, HELDOUT_SEED_OFFSET, budget,
                                                     initial)})
     return out

@@ -1,0 +1,54 @@
+"""Credit per tool call: the advantage of each model turn of a multi-turn rollout from the reward that turn's calls
+and the later ones earned, normalised within the prompt's group. Pure functions, tested alone.
+
+A rollout of TRL's tool loop is a sequence of model turns (the runs of `tool_mask == 1` in its completion) separated
+by tool results. Turn t's reward r_t is the weighted sum of the per-call reward terms of the calls it made (an
+environment reports them, training/features/call_credit.py). Then, with G the reward-to-go,
+
+    G_{i,t} = sum_{u >= t} r_{i,u}                      (0 for a turn rollout i never reached)
+    b_{g,t} = mean_{i in g} G_{i,t}                     (group g's baseline at turn t)
+    A_{i,t} = (G_{i,t} - b_{g,t}) / (s_g + 1e-4),       s_g the Bessel std of G - b over g's turns that exist
+
+and every token of turn t carries A_{i,t}. A call is credited with what it and the later calls earned, not with the
+calls before it, so GRPO's one advantage per episode (every token of an episode credited with its total) is split
+where the reward came from. b depends on the turn index only (never on the turn's own tokens), so it adds no bias to
+the policy gradient. Summed over the turns the rewards are the episode's: sum_t r_{i,t} = R_i.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def token_turns(tool_mask: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) long: the model-turn index of each completion token (the k-th run of `tool_mask == 1` within
+    `completion_mask`), -1 for tool-result tokens and padding."""
+    model = (tool_mask * completion_mask).bool()
+    starts = model & ~torch.nn.functional.pad(model[:, :-1], (1, 0), value=False)
+    turns = torch.cumsum(starts.long(), dim=1) - 1
+    return torch.where(model, turns, torch.full_like(turns, -1))
+
+
+def rewards_to_go(turn_rewards: torch.Tensor) -> torch.Tensor:
+    """(B, K): G_{i,t} = sum_{u >= t} r_{i,u}."""
+    return torch.flip(torch.cumsum(torch.flip(turn_rewards, dims=[1]), dim=1), dims=[1])
+
+
+def turn_advantages(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """(B, K) advantages per turn (module docstring); 0 where a turn does not exist."""
+    returns = rewards_to_go(turn_rewards * turn_exists)
+    advantages = torch.zeros_like(returns)
+    for group in torch.unique(group_ids):
+        rows = group_ids == group
+        residual = returns[rows] - returns[rows].mean(dim=0, keepdim=True)
+        present = turn_exists[rows].bool()
+        values = residual[present]
+        scale = values.std(unbiased=True) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
+        advantages[rows] = torch.where(present, residual / (scale + 1e-4), torch.zeros_like(residual))
+    return advantages
+
+
+def token_advantages(turn_adv: torch.Tensor, turns: torch.Tensor) -> torch.Tensor:
+    """(B, T): each token's turn advantage (0 off the model's turns)."""
+    index = turns.clamp(min=0)
+    return torch.where(turns >= 0, torch.gather(turn_adv, 1, index), torch.zeros_like(index, dtype=turn_adv.dtype))

@@ -1,0 +1,98 @@
+"""`call_credit`: per-token advantages from the reward each tool call earned (training/algorithms/call_credit.py),
+in place of GRPO's one advantage per episode.
+
+What it needs from the environment: a property `call_rewards` (a property, not a method: TRL offers public methods
+as tools), the rollout's calls in the order the environment answered them, each `{reward function name: term}`,
+whose sums over the calls are the episode's rewards. The causal environment gives its four components per call.
+
+How a call finds its turn: the trainer counts the model turns of a generation (`turn_generated` at each of TRL's
+generation rounds, `start` at a new batch), and each rollout's `EpisodeTools` notes the turn of every call it passes
+on to the environment (`clock`); calls it refuses (malformed, over budget) never reach the environment and earn
+nothing. Checks, each raising with what differs: every reward function of the run has terms (a judge or verifier
+has none per call: not with `call_credit`), the environment answered as many calls as were passed on, and each
+function's terms sum to the reward it gave the episode (to 1e-6). A rollout whose reward is NaN (unscorable, counted by
+the reward checks) gets no credit, as TRL gives it an advantage of 0.
+
+Groups are the prompts' (all processes' rollouts gathered), as TRL's own advantages. Metric:
+`call_credit/turns` (mean model turns per rollout).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from training.algorithms.call_credit import token_advantages, token_turns, turn_advantages
+
+
+class CallCreditError(RuntimeError):
+    """What `call_credit` needs from the environment or the rewards is missing or inconsistent."""
+
+
+class CallCredit:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.turn = 0
+
+    def start(self) -> None:
+        self.turn = 0
+
+    def turn_generated(self) -> None:
+        self.turn += 1
+
+    def clock(self) -> int:
+        """The model turn whose tool calls run now: the last one generated."""
+        return self.turn - 1
+
+    def advantages(self, batch: dict, environments: list, episode_tools: list, names: list[str],
+                   weights: torch.Tensor, rewards_per_func: torch.Tensor, group_size: int, accelerator,
+                   metrics: dict) -> torch.Tensor:
+        """(B_local, T) advantages of this process's rollouts (module docstring)."""
+        if "tool_mask" not in batch:
+            raise CallCreditError("call_credit needs multi-turn tool rollouts (the batch has no tool_mask)")
+        turns = token_turns(batch["tool_mask"], batch["completion_mask"])
+        n_local = turns.size(0)
+        if len(environments) != n_local or len(episode_tools) != n_local:
+            raise CallCreditError(f"call_credit: {n_local} rollouts but {len(environments)} environments and "
+                                  f"{len(episode_tools)} tool sets")
+        width = int(accelerator.gather(turns.max().reshape(1) + 1).max().item())
+        width = max(width, 1)
+        local_rewards = torch.zeros((n_local, width), dtype=torch.float32, device=turns.device)
+        start = accelerator.process_index * n_local
+        exists = torch.zeros_like(local_rewards)
+        for i, (env, tools) in enumerate(zip(environments, episode_tools, strict=True)):
+            if torch.isnan(rewards_per_func[start + i]).any():
+                continue  # unscorable (counted by the reward checks): no credit, as TRL gives it advantage 0
+            exists[i, : int(turns[i].max().item()) + 1] = 1.0
+            terms = self._terms(env, names)
+            if len(terms) != len(tools.forwarded_turns):
+                raise CallCreditError(f"rollout {start + i}: the environment answered {len(terms)} calls, the tools "
+                                      f"passed on {len(tools.forwarded_turns)}")
+            for f, name in enumerate(names):
+                total, given = sum(t[name] for t in terms), float(rewards_per_func[start + i, f])
+                if not math.isclose(total, given, rel_tol=1e-6, abs_tol=1e-6):
+                    raise CallCreditError(f"rollout {start + i}: {name}'s per-call terms sum to {total!r}, the "
+                                          f"reward function gave {given!r}")
+            for turn, term in zip(tools.forwarded_turns, terms, strict=True):
+                if turn >= width:
+                    raise CallCreditError(f"rollout {start + i}: a call in model turn {turn}, but the completion has "
+                                          f"{width} turns")
+                local_rewards[i, turn] += sum(float(w) * term[name] for w, name in zip(weights, names, strict=True))
+        all_rewards, all_exists = accelerator.gather(local_rewards), accelerator.gather(exists)
+        group_ids = torch.arange(all_rewards.size(0), device=turns.device) // group_size
+        adv = turn_advantages(all_rewards, all_exists, group_ids)[start : start + n_local]
+        metrics["call_credit/turns"].append(float(all_exists.sum(dim=1).mean().item()))
+        return token_advantages(adv, turns)
+
+    @staticmethod
+    def _terms(env, names: list[str]) -> list[dict[str, float]]:
+        if not hasattr(type(env), "call_rewards"):
+            raise CallCreditError(f"call_credit: {type(env).__name__} has no `call_rewards` property (per-call "
+                                  "reward terms, by reward function name)")
+        terms = env.call_rewards
+        missing = sorted({n for n in names if any(n not in t for t in terms)})
+        if missing:
+            raise CallCreditError(f"call_credit: {type(env).__name__}.call_rewards has no terms for the reward "
+                                  f"functions {missing}; every reward function of the run needs per-call terms")
+        return terms

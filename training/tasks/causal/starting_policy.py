@@ -1,0 +1,308 @@
+"""The causal job's starting policy: an artefact built by one command from committed code and data, shipped in the
+repository with its build record, and loaded by the causal recipe (`model_name_or_path: causal-starting-policy`), the
+way a GPU user starts from a published checkpoint.
+
+    python -m training.tasks.causal.starting_policy build --seed 0 --out models/causal_starting_policy
+    python -m training.tasks.causal.starting_policy check models/causal_starting_policy    # acceptance, measured again
+    python -m training.tasks.causal.starting_policy verify models/causal_starting_policy   # files against the record
+
+What a build does:
+
+1. The base: the offline tiny Qwen3 with the causal tokenizer (`tiny-qwen3-causal`, `model_seed`).
+2. The teacher's traces: every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by the
+   teacher (`belief_policy.teacher`: the belief line's best entry, or its previous call again with probability
+   `TEACHER_REPEAT`); episode 0 is the row's own seed and must give the row's own `reference_calls_json` (else the
+   data is stale), episode k the paired environment seed `environment_seed(row, k)`. Rendered as GRPO renders them
+   (the recipe's chat template and `chat_template_kwargs`), with their decision tokens marked.
+3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
+   format tokens' (`decision_weight`): with one mean over all 104 label tokens of a trace, the 18 that decide were
+   drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
+   at chance). In two stages: `steps` on the traces with the teacher's repeated calls left out of the loss
+   (`repeats_unlabelled`), so the model first learns to copy the line's best entry (trained on the whole traces from
+   the start, its loss stalled at the mixture of the two and it did not learn the copy in 600 steps); then
+   `repeat_steps` on the whole traces, so it also takes on the teacher's habit of repeating.
+4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
+   that make the teacher's choice (`StepRecord.follows_line`: the line's best entry; the teacher's repeats are its
+   flaw, not its choice) must reach `acceptance_bar`. The same measure on sampled episodes (the recipe's temperature)
+   is recorded beside it, with the share of calls that repeat the previous one.
+5. A rejected build is written to `<out>-rejected` (to look at) and the command exits 1; an accepted one to `<out>`,
+   atomically, with `build_record.json`: the command, the commit, the data's and recipe's digests, the digest of the
+   encoded traces (and of the first 16, which `verify` re-renders), the library versions and thread count, the
+   settings and seed, the loss, the acceptance measurements and every file's sha256.
+
+Nothing is cached: a build always trains (about 25 minutes on 2 cores, BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from training.evaluation.episode_settings import EpisodeSettings
+from training.evaluation.spec import spec_from_recipe
+from training.evaluation.tool_loop import sampling_chat_template
+from training.outputs.atomic import atomic_directory
+from training.run_setup.build_keys import numerics
+from training.run_setup.errors import BadInputError, bad_input_exits
+from training.run_setup.models import cache_root
+from training.run_setup.prompt_datasets import load_rows
+from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
+from training.run_setup.warm_start_tools import encode_trace
+from training.tasks.causal.baselines import environment_seed
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.policy_episodes import lm_episodes
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+from training.tasks.causal.splits import DATA_DIR, teacher_calls
+
+REPO = Path(__file__).resolve().parents[3]
+STARTING_POLICY_DIR = REPO / "models" / "causal_starting_policy"
+STARTING_POLICY_NAME = "causal-starting-policy"  # what a recipe's model_name_or_path names it by (registration.py)
+BUILD_RECORD = "build_record.json"
+DATA_FILES = (DATA_DIR / "train.jsonl", DATA_DIR / "heldout.jsonl")
+VERIFIED_TRACES = 16  # traces `verify` renders again
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    seed: int = 0  # the fine-tune's batches
+    model_seed: int = 0  # the base tiny Qwen3's initialisation
+    episodes_per_row: int = 8
+    steps: int = 1000  # stage 1: the teacher's traces, its repeated calls left out of the loss
+    lr: float = 3e-3
+    warmup_steps: int = 50
+    repeat_steps: int = 100  # stage 2: the whole traces, repeats included
+    repeat_lr: float = 5e-4
+    batch_size: int = 8
+    decision_weight: float = 1.0
+    acceptance_rows: int = 32
+    acceptance_bar: float = 0.9
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def teacher_rows(rows: list[dict], episodes_per_row: int) -> list[dict]:
+    """Each row played `episodes_per_row` times by the teacher (module docstring), as rows whose
+    `reference_calls_json` holds the teacher's calls."""
+    out = []
+    for row in rows:
+        for k in range(episodes_per_row):
+            episode = row if k == 0 else {**row, "seed": environment_seed(row, k)}
+            calls = json.dumps(teacher_calls(episode))
+            if k == 0 and calls != row.get("reference_calls_json"):
+                raise BadInputError(f"train row seed {row['seed']}: its reference_calls_json is not the teacher's "
+                                    "calls under the current code; regenerate the splits with "
+                                    "python -m training.tasks.causal.splits")
+            out.append({**episode, "reference_calls_json": calls})
+    return out
+
+
+def repeats_unlabelled(trace: tuple, calls: list[dict]) -> tuple:
+    """An encoded trace with the assistant turns of its repeated calls (a call equal to the one before it) out of
+    the loss: stage 1 of the build learns from the teacher's line-following calls alone."""
+    ids, labels, decisions = trace
+    runs, start = [], None
+    for j, label in enumerate([*labels, -100]):
+        if label != -100 and start is None:
+            start = j
+        elif label == -100 and start is not None:
+            runs.append((start, j))
+            start = None
+    if len(runs) != len(calls) + 1:  # one assistant turn per call, then the final answer
+        raise ValueError(f"a trace of {len(calls)} calls has {len(runs)} assistant turns")
+    labels, decisions = list(labels), list(decisions)
+    for k in range(1, len(calls)):
+        if calls[k] == calls[k - 1]:
+            for j in range(*runs[k]):
+                labels[j], decisions[j] = -100, False
+    return ids, labels, decisions
+
+
+def encode_traces(tokenizer, rows: list[dict], template_kwargs: dict, show_progress: bool = False) -> list[tuple]:
+    template = sampling_chat_template(tokenizer)
+    return [encode_trace(tokenizer, r, CausalEnv, template, template_kwargs, decisions=True)
+            for r in tqdm(rows, desc="teacher traces", unit="trace", disable=not show_progress)]
+
+
+def line_shares(records: list[dict]) -> dict[str, float]:
+    """Over the records' valid calls: the share that follow the line, and the share that repeat the previous call."""
+    followed = repeated = valid = 0
+    for record in records:
+        previous = None
+        for call in record["call_log"]:
+            if not call["valid"]:
+                continue
+            setting = {k: v for k, v in call.items() if k not in ("valid", "follows_line")}
+            valid += 1
+            followed += call["follows_line"]
+            repeated += setting == previous
+            previous = setting
+    return {"valid_calls": valid, "follows_line": followed / valid if valid else 0.0,
+            "repeats": repeated / valid if valid else 0.0}
+
+
+def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
+    """Greedy (and, recorded beside, sampled) episodes of the model on the first `acceptance_rows` held-out SCMs:
+    the share of valid calls that make the teacher's choice, and whether it reaches `acceptance_bar`."""
+    spec = spec or spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
+    rows = load_rows(DATA_FILES[1])[: settings.acceptance_rows]
+    sampled_settings = EpisodeSettings.from_spec(replace(spec, samples_per_prompt=1, greedy=False))
+    out = {"rows": len(rows)}
+    for decoding, episode_settings in (("greedy", sampled_settings.greedy()), ("sampled", sampled_settings)):
+        records = lm_episodes(model, tokenizer, rows, episode_settings, env_factory=CausalEnv, policy=STARTING_POLICY_NAME)
+        out[decoding] = {**line_shares(records),
+                         "malformed_calls": float(np.mean([r["malformed_calls"] for r in records])),
+                         "invalid_calls": float(np.mean([r["invalid_calls"] for r in records])),
+                         "reward": float(np.mean([r["reward"] for r in records])),
+                         "regret": float(np.mean([r["regret"] for r in records]))}
+    out["passed"] = out["greedy"]["follows_line"] >= settings.acceptance_bar
+    return out
+
+
+def git_commit() -> dict:
+    def git(*args) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def build(settings: BuildSettings, out: Path, command: str, show_progress: bool = True) -> dict:
+    """Build, measure and write the starting policy (module docstring); returns the build record."""
+    from training.tasks.causal.tiny_model import resolve_causal_model
+
+    started = time.time()
+    base = resolve_causal_model(cache_root(), settings.model_seed)
+    spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
+    from transformers import AutoTokenizer
+
+    rows = teacher_rows(load_rows(DATA_FILES[0]), settings.episodes_per_row)
+    encoded = encode_traces(AutoTokenizer.from_pretrained(base), rows, spec.template_kwargs, show_progress)
+    line_only = [repeats_unlabelled(trace, json.loads(row["reference_calls_json"]))
+                 for trace, row in zip(encoded, rows, strict=True)]
+    losses: dict[str, dict[int, float]] = {"line": {}, "whole": {}}
+    model = None
+    for stage, traces, steps, lr, warmup in (("line", line_only, settings.steps, settings.lr, settings.warmup_steps),
+                                             ("whole", encoded, settings.repeat_steps, settings.repeat_lr, 10)):
+        fine = FineTuneSettings(steps=steps, lr=lr, batch_size=settings.batch_size, seed=settings.seed,
+                                warmup_steps=min(warmup, steps), decision_weight=settings.decision_weight)
+        model, tokenizer, final_loss = fine_tune(
+            base, traces, fine, show_progress, model=model, desc=f"starting policy ({stage})",
+            on_step=lambda s, loss, stage=stage: losses[stage].update({s: loss}) if s % 50 == 0 else None)
+    model.eval()
+    with torch.no_grad():
+        accepted = acceptance(model, tokenizer, settings, spec)
+    record = {
+        "command": command, **git_commit(), "base_model": Path(base).name,
+        "data": {str(p.relative_to(REPO)): sha256(p) for p in DATA_FILES},
+        "recipe": {str(CAUSAL_RECIPE.relative_to(REPO)): sha256(CAUSAL_RECIPE)},
+        "traces": {"count": len(encoded), "digest": encoded_digest(encoded),
+                   "first_digest": encoded_digest(encoded[:VERIFIED_TRACES])},
+        "numerics": numerics(threads=True), "settings": asdict(settings),
+        "training": {"final_loss": final_loss, "loss_every_50_steps": losses},
+        "acceptance": accepted, "build_seconds": round(time.time() - started, 1),
+    }
+    dest = out if accepted["passed"] else out.with_name(out.name + "-rejected")
+    with atomic_directory(dest) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        record["files"] = {p.name: sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        (tmp / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record
+
+
+def verify(path: Path) -> list[str]:
+    """What is wrong with a shipped starting policy, against its build record: files changed, data or recipe changed
+    since the build, acceptance not passed, or the first traces no longer render as they did (the environment, the
+    belief line or the template changed since). An empty list: nothing."""
+    from transformers import AutoTokenizer
+
+    record_path = path / BUILD_RECORD
+    if not record_path.is_file():
+        return [f"{record_path}: no build record"]
+    record = json.loads(record_path.read_text())
+    problems = []
+    present = {p.name for p in path.iterdir() if p.is_file() and p.name != BUILD_RECORD}
+    if present != set(record["files"]):
+        problems.append(f"files {sorted(present)} differ from the record's {sorted(record['files'])}")
+    problems += [f"{name}: sha256 differs from the build record" for name, digest in record["files"].items()
+                 if (path / name).is_file() and sha256(path / name) != digest]
+    for name, digest in {**record["data"], **record["recipe"]}.items():
+        if sha256(REPO / name) != digest:
+            problems.append(f"{name} changed since the build (sha256 differs); rebuild the starting policy")
+    if not record["acceptance"]["passed"]:
+        problems.append("the build did not pass its acceptance check")
+    if not problems:
+        settings = BuildSettings(**record["settings"])
+        spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
+        rows = teacher_rows(load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)],
+                            settings.episodes_per_row)[:VERIFIED_TRACES]
+        encoded = encode_traces(AutoTokenizer.from_pretrained(path), rows, spec.template_kwargs)
+        if encoded_digest(encoded) != record["traces"]["first_digest"]:
+            problems.append(f"the first {VERIFIED_TRACES} teacher traces render differently from the build's (the "
+                            "environment, belief line, teacher or template changed); rebuild the starting policy")
+    return problems
+
+
+def resolve_starting_policy(cache: Path, seed: int) -> str:
+    """`causal-starting-policy`: the shipped build (the seed is the build's own, in its record)."""
+    if not (STARTING_POLICY_DIR / BUILD_RECORD).is_file():
+        raise BadInputError(f"{STARTING_POLICY_NAME}: {STARTING_POLICY_DIR} has no {BUILD_RECORD}; build it with "
+                            "python -m training.tasks.causal.starting_policy build --out models/causal_starting_policy")
+    return str(STARTING_POLICY_DIR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build, check or verify the causal job's starting policy.")
+    sub = parser.add_subparsers(dest="what", required=True)
+    build_parser = sub.add_parser("build", help="build from committed code and data (about 25 min on 2 cores)")
+    defaults = BuildSettings()
+    for name, value in asdict(defaults).items():
+        build_parser.add_argument(f"--{name}", type=type(value), default=value)
+    build_parser.add_argument("--out", default=str(STARTING_POLICY_DIR.relative_to(REPO)))
+    build_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    for name, text in (("check", "run the acceptance check again"), ("verify", "files against the build record")):
+        sub.add_parser(name, help=text).add_argument("path", nargs="?", default=str(STARTING_POLICY_DIR))
+    args = parser.parse_args(argv)
+    with bad_input_exits():
+        if args.what == "build":
+            out = Path(args.out)
+            if out.exists() and not args.overwrite:
+                raise BadInputError(f"--out: {out} exists; pass --overwrite or another --out")
+            settings = BuildSettings(**{k: getattr(args, k) for k in asdict(defaults)})
+            command = "python -m training.tasks.causal.starting_policy " + " ".join(argv or sys.argv[1:])
+            record = build(settings, out, command)
+            print(json.dumps({"out": str(out), "acceptance": record["acceptance"]}, indent=2))
+            if not record["acceptance"]["passed"]:
+                print(f"rejected: greedy calls made the teacher's choice in {record['acceptance']['greedy']['follows_line']:.3f} "
+                      f"of valid calls (< {settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
+                return 1
+            return 0
+        path = Path(args.path)
+        if args.what == "verify":
+            problems = verify(path)
+            print("\n".join(problems) or f"{path}: matches its build record")
+            return 1 if problems else 0
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        record = json.loads((path / BUILD_RECORD).read_text())
+        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        with torch.no_grad():
+            result = acceptance(model, AutoTokenizer.from_pretrained(path), BuildSettings(**record["settings"]))
+        print(json.dumps(result, indent=2))
+        return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
