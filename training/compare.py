@@ -19,7 +19,9 @@ metric with a direction in all the runs is compared, `score` first; `--metric NA
 gets its own tests, Holm-corrected within the metric.
 Tests (training/analysis/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
 paired t-tests or Wilcoxon signed-rank tests with Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
-the convergence step of each run (training/analysis/convergence.py). Writes `comparison.json`, `comparison.md`,
+the convergence step of each run (training/analysis/convergence.py). With `--baseline`, each seed of a model with
+several is also tested alone against the baseline (`per_seed`, Holm over those tests). `--by FIELD` repeats the
+comparison within each value of a field of the episodes' records (the causal task's `mechanism`). Writes `comparison.json`, `comparison.md`,
 `score_distributions.png` and `reward_curves.png` into `--out`.
 """
 
@@ -29,6 +31,7 @@ import argparse
 import itertools
 import logging
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +179,8 @@ def compare(
             "train_curve": curve_with_ci([r.train_curve for r in groups[name] if r.train_curve]),
         })
 
+    per_seed = seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, normality_alpha,
+                          better)
     pairs = list(itertools.combinations(range(len(names)), 2))
     if baseline is not None:  # the baseline second: mean_diff is "A minus the baseline"
         b = names.index(baseline)
@@ -200,6 +205,7 @@ def compare(
         "models": models,
         "omnibus": omnibus(scores, normality_alpha).as_json(),
         "pairwise": pairwise,
+        "per_seed": per_seed,
         "ranking": ranking,
         "baseline": baseline,
         "settings": {"alpha": alpha, "normality_alpha": normality_alpha, "correction": "holm",
@@ -207,16 +213,69 @@ def compare(
     }
 
 
-def compare_metrics(runs: list[ComparedRun], metrics: list[str] | None = None, **settings) -> dict:
+def seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, normality_alpha,
+               better) -> list[dict]:
+    """With a baseline: each run of a model with several seeds against the baseline model on its own, paired over
+    the same rows (is the change there on every seed, not only on their mean?), Holm over all these tests."""
+    if baseline is None:
+        return []
+    b = names.index(baseline)
+    tests = []
+    for name in names:
+        if name == baseline or len(groups[name]) < 2:
+            continue
+        for run in groups[name]:
+            values = np.array([_value(e, metric) for e in sorted_by(run, ids)])[scorable]
+            _, per_row = unit_means(values[:, None], rows)
+            tests.append((name, run, compare_paired(per_row[:, 0], scores[:, b], normality_alpha)))
+    reject, adjusted = holm([t.p for _, _, t in tests], alpha)
+    return [{"model": name, "a": run.name, "seed": run.seed, "b": baseline, **result.as_json(), "p_holm": p_adj,
+             "significant": rej, "verdict": verdict(run.name, baseline, result.mean_diff, rej, better)}
+            for (name, run, result), rej, p_adj in zip(tests, reject, adjusted, strict=True)]
+
+
+def compare_metrics(runs: list[ComparedRun], metrics: list[str] | None = None, by: str | None = None,
+                    **settings) -> dict:
     """`compare` for each metric (default: every metric the runs give a direction, score first): the first metric's
-    result, with the others under `by_metric`."""
+    result, with the others under `by_metric`. `by`: also the same comparison within each value of the episodes'
+    `extra[by]` (the causal task's `mechanism`: linear, nonlinear), under `subsets`."""
     directions = metric_directions(runs)
     chosen = metrics or list(directions)
     unknown = [m for m in chosen if m not in directions]
     if unknown:
         raise ComparisonError(f"--metric {unknown}: not a metric of every run; known: {sorted(directions)}")
     results = [compare(runs, **settings, metric=m, better=directions[m]) for m in chosen]
-    return {**results[0], "by_metric": {r["metric"]: r for r in results[1:]}}
+    out = {**results[0], "by_metric": {r["metric"]: r for r in results[1:]}}
+    if by is not None:
+        out["subsets"] = {f"{by}={value}": _subset(subset, metrics, settings)
+                          for value, subset in split_by(runs, by).items()}
+    return out
+
+
+def _subset(runs: list[ComparedRun], metrics: list[str] | None, settings: dict) -> dict:
+    """One subset's comparison, or why there is none (too few rows), without failing the whole comparison."""
+    try:
+        return compare_metrics(runs, metrics, **settings)
+    except ComparisonError as err:
+        return {"error": str(err)}
+
+
+def split_by(runs: list[ComparedRun], field_name: str) -> dict[str, list[ComparedRun]]:
+    """The runs restricted to the episodes of each value of `extra[field_name]` (read from the first run; every run
+    must agree on each episode's value)."""
+    values = {e.id: e.extra.get(field_name) for e in runs[0].episodes}
+    if all(v is None for v in values.values()):
+        raise ComparisonError(f"--by {field_name}: no episode of {runs[0].name} records it")
+    for run in runs[1:]:
+        clash = sorted(e.id for e in run.episodes if e.id in values and e.extra.get(field_name) != values[e.id])
+        if clash:
+            raise ComparisonError(f"--by {field_name}: {run.name} and {runs[0].name} disagree on episodes "
+                                  f"{', '.join(clash[:5])}")
+    out = {}
+    for value in sorted({str(v) for v in values.values()}):
+        keep = {i for i, v in values.items() if str(v) == value}
+        out[value] = [replace(run, episodes=[e for e in run.episodes if e.id in keep]) for run in runs]
+    return out
 
 
 def verdict(a: str, b: str, mean_diff: float, significant: bool, better: str = "higher") -> str:
@@ -240,6 +299,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--band", type=float, default=DEFAULT_BAND, help="convergence band (reward units)")
     parser.add_argument("--metric", action="append", default=None, help="a per-episode metric to compare "
                         "(repeatable; default: every metric the runs' evaluations give a direction, score first)")
+    parser.add_argument("--by", default=None, help="also compare within each value of this field of the episodes' "
+                        "records (the causal task's `mechanism`: linear, nonlinear)")
     return parser.parse_args(argv)
 
 
@@ -252,7 +313,7 @@ def main(argv: list[str] | None = None) -> dict:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ComparisonError(f"two runs are named {duplicates}: name them with NAME=DIR")
-    result = compare_metrics(runs, args.metric, alpha=args.alpha, normality_alpha=args.normality_alpha,
+    result = compare_metrics(runs, args.metric, by=args.by, alpha=args.alpha, normality_alpha=args.normality_alpha,
                              window=args.window, band=args.band, baseline=args.baseline)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -204,3 +204,42 @@ def test_a_caller_names_the_group_of_a_run(tmp_path, base):
     assert [r["name"] for r in models["trained"]["runs"]] == ["trained_s0", "named"]
     (pair,) = result["pairwise"]
     assert (pair["a"], pair["b"]) == ("trained", "ref") and pair["significant"] and pair["mean_diff"] > 0
+
+
+def test_each_seed_is_tested_alone_against_the_baseline(tmp_path, base):
+    """Two seeds shift the score up and one does not: pooled the model is better, and the per-seed tests say which
+    seed carries it (Holm over the seeds)."""
+    rng = np.random.default_rng(5)
+    start = write_run(tmp_path / "start", base + rng.normal(0, 0.02, base.size))
+    dirs = [str(start)]
+    for seed, shift in enumerate((0.08, 0.08, 0.0)):
+        run = write_run(tmp_path / f"trained-seed{seed}", base + shift + rng.normal(0, 0.02, base.size),
+                        group="trained", seed=seed)
+        dirs.append(str(run))
+    result = main([*dirs, "--out", str(tmp_path / "cmp"), "--baseline", "start"])
+    seeds = {t["seed"]: t for t in result["per_seed"]}
+    assert [seeds[s]["significant"] for s in (0, 1, 2)] == [True, True, False]
+    assert all(t["b"] == "start" and t["model"] == "trained" for t in result["per_seed"])
+    assert "Each seed alone against start" in (tmp_path / "cmp" / "comparison.md").read_text()
+
+
+def test_by_splits_the_rows_by_a_field_of_the_records(tmp_path, base):
+    """The shift lives in half of the rows (`kind` b): within b it is significant, within a it is not."""
+    rng = np.random.default_rng(6)
+    kinds = ["a" if r % 2 else "b" for r in range(ROWS) for _ in range(SAMPLES)]
+    shift = np.array([0.1 if k == "b" else 0.0 for k in kinds])
+    paths = []
+    for name, scores in (("start", base + rng.normal(0, 0.02, base.size)),
+                         ("new", base + shift + rng.normal(0, 0.02, base.size))):
+        path = write_run(tmp_path / name, scores)
+        lines = [json.loads(x) for x in (path / "eval.jsonl").read_text().splitlines()]
+        (path / "eval.jsonl").write_text("".join(json.dumps({**x, "extra": {"kind": k}}) + "\n"
+                                                 for x, k in zip(lines, kinds, strict=True)))
+        paths.append(str(path))
+    result = main([*paths, "--out", str(tmp_path / "cmp"), "--baseline", "start", "--by", "kind"])
+    within = {k: v["pairwise"][0] for k, v in result["subsets"].items()}
+    assert within["kind=b"]["significant"] and not within["kind=a"]["significant"]
+    assert result["subsets"]["kind=a"]["episodes"]["units"] == ROWS // 2
+    assert "## Within kind=b (50 rows)" in (tmp_path / "cmp" / "comparison.md").read_text()
+    with pytest.raises(ComparisonError, match="--by nothing: no episode"):
+        main([*paths, "--out", str(tmp_path / "cmp2"), "--by", "nothing"])

@@ -63,6 +63,7 @@ def markdown(result: dict) -> str:
             f"| {_num(p['p'])} | {_num(p['p_holm'])} | {_num(p['d_z'])} {_ci(p['d_z_ci95'])} "
             f"| {_num(welch['p']) if welch else 'n/a'} | {'**' + p['verdict'] + '**' if p['significant'] else p['verdict']} |"
         )
+    lines += _seed_lines(result)
     conv = settings["convergence"]
     lines += ["", f"Convergence step: the first held-out evaluation step after which the trailing moving average "
               f"(window {conv['window']} evaluations) of the held-out reward stays within {conv['band']} of its final "
@@ -70,7 +71,34 @@ def markdown(result: dict) -> str:
               "noise); n/a with fewer than 2 seeds per model.", ""]
     for metric, other in (result.get("by_metric") or {}).items():
         lines += _metric_section(metric, other)
+    for subset, other in (result.get("subsets") or {}).items():
+        lines += _subset_section(subset, other)
     return "\n".join(lines)
+
+
+def _seed_lines(result: dict) -> list[str]:
+    """Each seed alone against the baseline (`per_seed`), when the comparison has them."""
+    tests = result.get("per_seed") or []
+    if not tests:
+        return []
+    lines = ["", f"Each seed alone against {tests[0]['b']} (paired over the same rows, Holm over these tests):", "",
+             "| run | mean(run - baseline) [95% CI] | test | p (Holm) | verdict |", "| --- | --- | --- | --- | --- |"]
+    for t in tests:
+        verdict = "**" + t["verdict"] + "**" if t["significant"] else t["verdict"]
+        lines.append(f"| {t['a']} | {_num(t['mean_diff'])} {_ci(t['mean_diff_ci95'])} | {t['test']} "
+                     f"| {_num(t['p_holm'])} | {verdict} |")
+    return lines
+
+
+def _subset_section(subset: str, result: dict) -> list[str]:
+    """The whole comparison again within one subset of the rows (`--by`)."""
+    if "error" in result:
+        return [f"## Within {subset}", "", f"No comparison: {result['error']}", ""]
+    lines = [f"## Within {subset} ({result['episodes']['units']} rows)", ""]
+    for metric, one in ((result["metric"], result), *(result.get("by_metric") or {}).items()):
+        lines += [line.replace("## ", "### ", 1) if line.startswith("## ") else line
+                  for line in _metric_section(metric, one)]
+    return lines
 
 
 def _metric_section(metric: str, result: dict) -> list[str]:
@@ -88,7 +116,7 @@ def _metric_section(metric: str, result: dict) -> list[str]:
         verdict = "**" + p["verdict"] + "**" if p["significant"] else p["verdict"]
         lines.append(f"| {p['a']} vs {p['b']} | {_num(p['mean_diff'])} {_ci(p['mean_diff_ci95'])} | {p['test']} "
                      f"| {_num(p['p_holm'])} | {_num(p['d_z'])} | {verdict} |")
-    return [*lines, ""]
+    return [*lines, *_seed_lines(result), ""]
 
 
 def plot_distributions(result: dict, path: Path) -> Path:

@@ -5,7 +5,8 @@ final answer) is rendered with the chat template GRPO samples with (TRL's prefix
 when the tokenizer's own is not prefix-preserving) and the tools in the system prompt, and the loss is on the
 assistant tokens only (the template's generation mask). Cached like `training.run_setup.warm_start`. With
 `decisions=True` an encoded trace also marks its decision tokens (`decision_tokens`: the tokens that spell each tool
-call's name and argument values), for a loss that weighs them apart from the format (`FineTuneSettings.decision_weight`).
+call's name and argument values), for a loss that weighs them apart from the format
+(`FineTuneSettings.decision_weight`).
 
 `tool_call_rate` < 1 imitates a weaker teacher: every row also appears as a lazy trace (the prompt answered with
 the final answer and no tool call), so that the warm-started policy acts on about that share of prompts, any prompt.
@@ -86,9 +87,15 @@ def encode_trace(
     else:
         results = [str(tools[c["name"]](**c["arguments"])) for c in json.loads(row["reference_calls_json"])]
         messages = reference_trace(row, results)
+    return encode_messages(tokenizer, messages, list(tools.values()), chat_template, template_kwargs, decisions)
+
+
+def encode_messages(tokenizer, messages: list[dict], tools: list, chat_template: str | None, template_kwargs: dict,
+                    decisions: bool = False):
+    """(input_ids, labels[, decision_tokens]) of a rendered conversation, labels on the assistant tokens only."""
     out = tokenizer.apply_chat_template(
         messages,
-        tools=list(tools.values()),
+        tools=tools,
         chat_template=chat_template,
         tokenize=True,
         return_dict=True,
@@ -101,8 +108,8 @@ def encode_trace(
     labels = [t if m else -100 for t, m in zip(ids, mask, strict=True)]
     if not decisions:
         return ids, labels
-    text = tokenizer.apply_chat_template(messages, tools=list(tools.values()), chat_template=chat_template,
-                                         tokenize=False, **template_kwargs)
+    text = tokenizer.apply_chat_template(messages, tools=tools, chat_template=chat_template, tokenize=False,
+                                         **template_kwargs)
     return ids, labels, decision_tokens(tokenizer, text, ids, mask)
 
 

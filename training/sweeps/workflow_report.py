@@ -54,7 +54,7 @@ def write_workflow_report(workflow, args, outcomes, wall_s: float) -> dict:
         comparison = compare_metrics(
             [load_run(r["run_dir"]) for r in usable], settings.get("metrics"), alpha=settings.get("alpha", 0.05),
             normality_alpha=settings.get("normality_alpha", 0.05), window=settings.get("window", 3),
-            band=settings.get("band", 0.05), baseline=settings.get("baseline"),
+            band=settings.get("band", 0.05), baseline=settings.get("baseline"), by=settings.get("by"),
         )
         out.mkdir(parents=True, exist_ok=True)
         (out / "comparison.json").write_text(dumps_strict(comparison, indent=2))
@@ -111,6 +111,12 @@ def report_markdown(workflow, summary: dict) -> str:
         line for result in (comparison, *(comparison.get("by_metric") or {}).values())
         for line in headline(result, baseline)
     ]
+    for subset, part in ((comparison or {}).get("subsets") or {}).items():
+        if "error" in part:
+            head.append(f"- within {subset}: no comparison ({part['error']})")
+            continue
+        head += [f"- within {subset}: {line[2:]}" for result in (part, *(part.get("by_metric") or {}).values())
+                 for line in headline(result, baseline)]
     if head:
         lines += ["## Verdict", "", *head, ""]
     lines += ["## Runs", "", "| # | run | status | launches | wall s | steps | held-out before | held-out (eval.jsonl) |",

@@ -43,7 +43,7 @@ TOP_KEYS = {"name", "description", "output_dir", "recipe", "seeds", "eval_seed",
             "launcher", "compare", "seed_keys"}
 VARIANT_KEYS = {"recipe", "overrides", "seeds", "evaluate_only", "description", "baseline", "adapter_of"}
 LAUNCHER_KEYS = {"accelerate_config", "num_processes", "threads_per_run"}
-COMPARE_KEYS = {"baseline", "alpha", "band", "window", "normality_alpha", "metrics"}
+COMPARE_KEYS = {"baseline", "alpha", "band", "window", "normality_alpha", "metrics", "by"}
 # Set by the workflow for every cell: a workflow may not override them.
 RESERVED = {"seed", "heldout_seed", "output_dir", "run_name", "tracking_group"}
 

@@ -16,8 +16,10 @@ from training.tasks.causal.starting_policy import (
     STARTING_POLICY_DIR,
     BuildSettings,
     build,
+    episodes,
     line_shares,
-    teacher_rows,
+    play,
+    teacher_traces,
     verify,
 )
 
@@ -50,10 +52,20 @@ def test_teacher_traces_refuse_train_rows_whose_calls_the_current_teacher_would_
     calls = json.loads(row["reference_calls_json"])
     calls[0]["arguments"]["value"] = -calls[0]["arguments"]["value"]
     with pytest.raises(BadInputError, match="regenerate the splits"):
-        teacher_rows([{**row, "reference_calls_json": json.dumps(calls)}], 2)
-    played = teacher_rows([row], 3)
-    assert [r["seed"] for r in played][0] == row["seed"] and len({r["seed"] for r in played}) == 3
-    assert played[0]["reference_calls_json"] == row["reference_calls_json"]
+        teacher_traces([{**row, "reference_calls_json": json.dumps(calls)}])
+    ((played, messages),) = teacher_traces([row])
+    assert played["reference_calls_json"] == row["reference_calls_json"]
+    assert [m["role"] for m in messages].count("tool") == row["budget"]
+
+
+def test_stage_one_plays_each_row_on_its_own_and_the_paired_seeds_and_always_follows_the_line():
+    rows = load_rows(DATA_FILES[0])[:2]
+    played = play(episodes(rows, 3), "line")
+    assert [r["seed"] for r, _ in played][::3] == [r["seed"] for r in rows]
+    assert len({r["seed"] for r, _ in played}) == 6
+    for row, _ in played:
+        calls = json.loads(row["reference_calls_json"])
+        assert len(calls) == row["budget"] and all(c["name"] == "intervene" for c in calls)
 
 
 def test_line_shares_count_valid_calls_that_follow_the_line_or_repeat_the_previous_one():

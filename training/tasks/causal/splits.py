@@ -79,20 +79,27 @@ def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: 
     return {"prompt": causal_prompt(row), **row}
 
 
-def teacher_calls(row: dict) -> list[dict]:
-    """The teacher's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
+def play_episode(row: dict, policy) -> tuple[str, list[dict], list[str]]:
+    """The row's own episode (its seed) played by a scripted policy to the budget: reset's text, the calls as
+    `{name, arguments}` and what the environment answered to each. The policy's generator is
+    `default_rng(row seed + TEACHER_SEED_OFFSET)`."""
     env = CausalEnv()
-    env.reset(**row)
-    policy = teacher()
+    reset_text = env.reset(**row)
     rng = np.random.default_rng(int(row["seed"]) + TEACHER_SEED_OFFSET)
-    calls = []
+    calls, results = [], []
     while env.record.used < env.record.budget:
         tool, args = policy(env, rng)
         out = getattr(env, tool)(**args)
         if out.startswith("error"):
-            raise RuntimeError(f"the teacher's call {tool}({args}) was refused on row seed {row['seed']}: {out}")
+            raise RuntimeError(f"the call {tool}({args}) was refused on row seed {row['seed']}: {out}")
         calls.append({"name": tool, "arguments": args})
-    return calls
+        results.append(out)
+    return reset_text, calls, results
+
+
+def teacher_calls(row: dict) -> list[dict]:
+    """The teacher's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
+    return play_episode(row, teacher())[1]
 
 
 def make_rows(n: int, seed_offset: int, with_teacher: bool, start: int = 0) -> list[dict]:

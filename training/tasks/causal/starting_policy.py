@@ -9,18 +9,19 @@ way a GPU user starts from a published checkpoint.
 What a build does:
 
 1. The base: the offline tiny Qwen3 with the causal tokenizer (`tiny-qwen3-causal`, `model_seed`).
-2. The teacher's traces: every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by the
-   teacher (`belief_policy.teacher`: the belief line's best entry, or its previous call again with probability
-   `TEACHER_REPEAT`); episode 0 is the row's own seed and must give the row's own `reference_calls_json` (else the
-   data is stale), episode k the paired environment seed `environment_seed(row, k)`. Rendered as GRPO renders them
-   (the recipe's chat template and `chat_template_kwargs`), with their decision tokens marked.
+2. Traces, rendered as GRPO renders them (the recipe's chat template and `chat_template_kwargs`), with their decision
+   tokens marked: for stage 1, every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by
+   the teacher without its flaw (`BeliefPolicy()`: always the line's best entry; episode 0 on the row's own seed,
+   episode k on the paired environment seed `environment_seed(row, k)`); for stage 2, the teacher's own traces, the
+   rows' `reference_calls_json` (`belief_policy.teacher`: the line's best entry, or its previous call again with
+   probability `TEACHER_REPEAT`), played again and refused if the current teacher would not make them (stale data).
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
    format tokens' (`decision_weight`): with one mean over all 104 label tokens of a trace, the 18 that decide were
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
-   at chance). In two stages: `steps` on the traces with the teacher's repeated calls left out of the loss
-   (`repeats_unlabelled`), so the model first learns to copy the line's best entry (trained on the whole traces from
-   the start, its loss stalled at the mixture of the two and it did not learn the copy in 600 steps); then
-   `repeat_steps` on the whole traces, so it also takes on the teacher's habit of repeating.
+   at chance). Stage 1, `steps` on the line-following traces: the model learns to copy the line's best entry (on the
+   teacher's traces alone, with or without its repeated calls in the loss, the loss stalled and the copy was not
+   learnt in 600 to 1000 steps); stage 2, `repeat_steps` at `repeat_lr` on the teacher's traces: it takes on the
+   teacher's habit of repeating, as a tendency its sampled calls show and its greedy ones do not.
 4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
    that make the teacher's choice (`StepRecord.follows_line`: the line's best entry; the teacher's repeats are its
    flaw, not its choice) must reach `acceptance_bar`. The same measure on sampled episodes (the recipe's temperature)
@@ -38,6 +39,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import multiprocessing
+import os
 import subprocess
 import sys
 import time
@@ -50,19 +53,20 @@ from tqdm.auto import tqdm
 
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.spec import spec_from_recipe
-from training.evaluation.tool_loop import sampling_chat_template
+from training.evaluation.tool_loop import environment_tools, sampling_chat_template
 from training.outputs.atomic import atomic_directory
 from training.run_setup.build_keys import numerics
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.run_setup.models import cache_root
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
-from training.run_setup.warm_start_tools import encode_trace
+from training.run_setup.warm_start_tools import encode_messages, reference_trace
 from training.tasks.causal.baselines import environment_seed
+from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import lm_episodes
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
-from training.tasks.causal.splits import DATA_DIR, teacher_calls
+from training.tasks.causal.splits import DATA_DIR, play_episode
 
 REPO = Path(__file__).resolve().parents[3]
 STARTING_POLICY_DIR = REPO / "models" / "causal_starting_policy"
@@ -76,11 +80,11 @@ VERIFIED_TRACES = 16  # traces `verify` renders again
 class BuildSettings:
     seed: int = 0  # the fine-tune's batches
     model_seed: int = 0  # the base tiny Qwen3's initialisation
-    episodes_per_row: int = 8
-    steps: int = 1000  # stage 1: the teacher's traces, its repeated calls left out of the loss
+    episodes_per_row: int = 8  # stage 1's episodes of each train row
+    steps: int = 1000  # stage 1: the line-following traces
     lr: float = 3e-3
     warmup_steps: int = 50
-    repeat_steps: int = 100  # stage 2: the whole traces, repeats included
+    repeat_steps: int = 100  # stage 2: the teacher's own traces, repeats included
     repeat_lr: float = 5e-4
     batch_size: int = 8
     decision_weight: float = 1.0
@@ -92,47 +96,49 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def teacher_rows(rows: list[dict], episodes_per_row: int) -> list[dict]:
-    """Each row played `episodes_per_row` times by the teacher (module docstring), as rows whose
-    `reference_calls_json` holds the teacher's calls."""
-    out = []
-    for row in rows:
-        for k in range(episodes_per_row):
-            episode = row if k == 0 else {**row, "seed": environment_seed(row, k)}
-            calls = json.dumps(teacher_calls(episode))
-            if k == 0 and calls != row.get("reference_calls_json"):
-                raise BadInputError(f"train row seed {row['seed']}: its reference_calls_json is not the teacher's "
-                                    "calls under the current code; regenerate the splits with "
-                                    "python -m training.tasks.causal.splits")
-            out.append({**episode, "reference_calls_json": calls})
+POLICIES = {"line": BeliefPolicy, "teacher": teacher}  # stage 1's, stage 2's
+
+
+def _play(job: tuple[dict, str]) -> tuple[dict, list[dict]]:
+    """(the row with the calls as `reference_calls_json`, the conversation) of one episode (a worker's job)."""
+    row, policy = job
+    reset_text, calls, results = play_episode(row, POLICIES[policy]())
+    last = row["prompt"][-1]  # as TRL does: reset's text is appended to the prompt's last message
+    played = {**row, "prompt": [*row["prompt"][:-1], {**last, "content": last["content"] + reset_text}],
+              "reference_calls_json": json.dumps(calls)}
+    return {**row, "reference_calls_json": played["reference_calls_json"]}, reference_trace(played, results)
+
+
+def episodes(rows: list[dict], episodes_per_row: int) -> list[dict]:
+    """Each row's episodes 0 .. episodes_per_row - 1: its own seed, then the paired seeds `environment_seed(row, k)`."""
+    return [row if k == 0 else {**row, "seed": environment_seed(row, k)}
+            for row in rows for k in range(episodes_per_row)]
+
+
+def play(rows: list[dict], policy: str, show_progress: bool = False) -> list[tuple[dict, list[dict]]]:
+    """`_play` of every row under `policy` ("line" or "teacher"), on every core, in order."""
+    jobs = [(row, policy) for row in rows]
+    with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
+        return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc=f"{policy} episodes",
+                         unit="episode", disable=not show_progress))
+
+
+def teacher_traces(rows: list[dict], show_progress: bool = False) -> list[tuple[dict, list[dict]]]:
+    """The rows' own teacher traces, refused when the current teacher would not make their `reference_calls_json`."""
+    out = play(rows, "teacher", show_progress)
+    for row, (played, _) in zip(rows, out, strict=True):
+        if played["reference_calls_json"] != row.get("reference_calls_json"):
+            raise BadInputError(f"train row seed {row['seed']}: its reference_calls_json is not the teacher's calls "
+                                "under the current code; regenerate the splits with python -m "
+                                "training.tasks.causal.splits")
     return out
 
 
-def repeats_unlabelled(trace: tuple, calls: list[dict]) -> tuple:
-    """An encoded trace with the assistant turns of its repeated calls (a call equal to the one before it) out of
-    the loss: stage 1 of the build learns from the teacher's line-following calls alone."""
-    ids, labels, decisions = trace
-    runs, start = [], None
-    for j, label in enumerate([*labels, -100]):
-        if label != -100 and start is None:
-            start = j
-        elif label == -100 and start is not None:
-            runs.append((start, j))
-            start = None
-    if len(runs) != len(calls) + 1:  # one assistant turn per call, then the final answer
-        raise ValueError(f"a trace of {len(calls)} calls has {len(runs)} assistant turns")
-    labels, decisions = list(labels), list(decisions)
-    for k in range(1, len(calls)):
-        if calls[k] == calls[k - 1]:
-            for j in range(*runs[k]):
-                labels[j], decisions[j] = -100, False
-    return ids, labels, decisions
-
-
-def encode_traces(tokenizer, rows: list[dict], template_kwargs: dict, show_progress: bool = False) -> list[tuple]:
+def encode_traces(tokenizer, traces: list[tuple[dict, list[dict]]], template_kwargs: dict) -> list[tuple]:
     template = sampling_chat_template(tokenizer)
-    return [encode_trace(tokenizer, r, CausalEnv, template, template_kwargs, decisions=True)
-            for r in tqdm(rows, desc="teacher traces", unit="trace", disable=not show_progress)]
+    tools = list(environment_tools(CausalEnv()).values())
+    return [encode_messages(tokenizer, messages, tools, template, template_kwargs, decisions=True)
+            for _, messages in traces]
 
 
 def line_shares(records: list[dict]) -> dict[str, float]:
@@ -160,7 +166,8 @@ def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
     sampled_settings = EpisodeSettings.from_spec(replace(spec, samples_per_prompt=1, greedy=False))
     out = {"rows": len(rows)}
     for decoding, episode_settings in (("greedy", sampled_settings.greedy()), ("sampled", sampled_settings)):
-        records = lm_episodes(model, tokenizer, rows, episode_settings, env_factory=CausalEnv, policy=STARTING_POLICY_NAME)
+        records = lm_episodes(model, tokenizer, rows, episode_settings, env_factory=CausalEnv,
+                              policy=STARTING_POLICY_NAME)
         out[decoding] = {**line_shares(records),
                          "malformed_calls": float(np.mean([r["malformed_calls"] for r in records])),
                          "invalid_calls": float(np.mean([r["invalid_calls"] for r in records])),
@@ -182,19 +189,20 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
     """Build, measure and write the starting policy (module docstring); returns the build record."""
     from training.tasks.causal.tiny_model import resolve_causal_model
 
-    started = time.time()
+    started, commit = time.time(), git_commit()  # the code that runs is the code at the start
     base = resolve_causal_model(cache_root(), settings.model_seed)
     spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
     from transformers import AutoTokenizer
 
-    rows = teacher_rows(load_rows(DATA_FILES[0]), settings.episodes_per_row)
-    encoded = encode_traces(AutoTokenizer.from_pretrained(base), rows, spec.template_kwargs, show_progress)
-    line_only = [repeats_unlabelled(trace, json.loads(row["reference_calls_json"]))
-                 for trace, row in zip(encoded, rows, strict=True)]
-    losses: dict[str, dict[int, float]] = {"line": {}, "whole": {}}
+    rows = load_rows(DATA_FILES[0])
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    line = encode_traces(tokenizer, play(episodes(rows, settings.episodes_per_row), "line", show_progress),
+                         spec.template_kwargs)
+    taught = encode_traces(tokenizer, teacher_traces(rows, show_progress), spec.template_kwargs)
+    losses: dict[str, dict[int, float]] = {"line": {}, "teacher": {}}
     model = None
-    for stage, traces, steps, lr, warmup in (("line", line_only, settings.steps, settings.lr, settings.warmup_steps),
-                                             ("whole", encoded, settings.repeat_steps, settings.repeat_lr, 10)):
+    for stage, traces, steps, lr, warmup in (("line", line, settings.steps, settings.lr, settings.warmup_steps),
+                                             ("teacher", taught, settings.repeat_steps, settings.repeat_lr, 10)):
         fine = FineTuneSettings(steps=steps, lr=lr, batch_size=settings.batch_size, seed=settings.seed,
                                 warmup_steps=min(warmup, steps), decision_weight=settings.decision_weight)
         model, tokenizer, final_loss = fine_tune(
@@ -204,11 +212,11 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
     with torch.no_grad():
         accepted = acceptance(model, tokenizer, settings, spec)
     record = {
-        "command": command, **git_commit(), "base_model": Path(base).name,
+        "command": command, **commit, "base_model": Path(base).name,
         "data": {str(p.relative_to(REPO)): sha256(p) for p in DATA_FILES},
         "recipe": {str(CAUSAL_RECIPE.relative_to(REPO)): sha256(CAUSAL_RECIPE)},
-        "traces": {"count": len(encoded), "digest": encoded_digest(encoded),
-                   "first_digest": encoded_digest(encoded[:VERIFIED_TRACES])},
+        "traces": {"line": len(line), "teacher": len(taught), "digest": encoded_digest(line + taught),
+                   "first_digest": encoded_digest(line[:VERIFIED_TRACES])},
         "numerics": numerics(threads=True), "settings": asdict(settings),
         "training": {"final_loss": final_loss, "loss_every_50_steps": losses},
         "acceptance": accepted, "build_seconds": round(time.time() - started, 1),
@@ -246,12 +254,12 @@ def verify(path: Path) -> list[str]:
     if not problems:
         settings = BuildSettings(**record["settings"])
         spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
-        rows = teacher_rows(load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)],
-                            settings.episodes_per_row)[:VERIFIED_TRACES]
-        encoded = encode_traces(AutoTokenizer.from_pretrained(path), rows, spec.template_kwargs)
+        rows = episodes(load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)],
+                        settings.episodes_per_row)[:VERIFIED_TRACES]
+        encoded = encode_traces(AutoTokenizer.from_pretrained(path), play(rows, "line"), spec.template_kwargs)
         if encoded_digest(encoded) != record["traces"]["first_digest"]:
-            problems.append(f"the first {VERIFIED_TRACES} teacher traces render differently from the build's (the "
-                            "environment, belief line, teacher or template changed); rebuild the starting policy")
+            problems.append(f"the first {VERIFIED_TRACES} traces render differently from the build's (the "
+                            "environment, belief line, policy or template changed); rebuild the starting policy")
     return problems
 
 
@@ -285,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
             record = build(settings, out, command)
             print(json.dumps({"out": str(out), "acceptance": record["acceptance"]}, indent=2))
             if not record["acceptance"]["passed"]:
-                print(f"rejected: greedy calls made the teacher's choice in {record['acceptance']['greedy']['follows_line']:.3f} "
-                      f"of valid calls (< {settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
+                share = record["acceptance"]["greedy"]["follows_line"]
+                print(f"rejected: greedy calls made the teacher's choice in {share:.3f} of valid calls "
+                      f"(< {settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
                 return 1
             return 0
         path = Path(args.path)
