@@ -93,10 +93,11 @@ def main() -> None:
     torch.set_num_threads(1)
     recipe = yaml.safe_load(Path(args.recipe).read_text())
     rows = load_rows(recipe["train_file"])
-    base = resolve_model_path(recipe["model_name_or_path"], seed=recipe.get("model_seed", 0))
-    model = trace_warm_start(base, rows, make_causal_env("exact"), steps=recipe["warm_start_steps"],
-                             lr=recipe["warm_start_lr"], seed=recipe.get("model_seed", 0),
-                             template_kwargs=recipe.get("chat_template_kwargs") or {})
+    model = resolve_model_path(recipe["model_name_or_path"], seed=recipe.get("model_seed", 0))
+    if recipe.get("warm_start_steps"):
+        model = trace_warm_start(model, rows, make_causal_env("exact"), steps=recipe["warm_start_steps"],
+                                 lr=recipe["warm_start_lr"], seed=recipe.get("model_seed", 0),
+                                 template_kwargs=recipe.get("chat_template_kwargs") or {})
     trainer = build(recipe, model, "exact", "/tmp/causal_step_speed_exact")
     timers = [Timed("_learn"), Timed("_read_belief")]
     groups = recipe["per_device_train_batch_size"] // recipe["num_generations"]
@@ -115,7 +116,7 @@ def main() -> None:
              f"Command: `python -m benchmarks.causal_step_speed --steps {args.steps} --write BENCHMARKS.md`. "
              f"Machine: {machine}. Settings of `{args.recipe}` (batch {recipe['per_device_train_batch_size']} "
              f"episodes = {groups} groups x {recipe['num_generations']}, budget 6 calls, max_completion_length "
-             f"{recipe['max_completion_length']}), from its cached warm start, dynamic sampling off; one step = "
+             f"{recipe['max_completion_length']}), from its starting model, dynamic sampling off; one step = "
              "`training_step` (sampling the episodes, the surrogate's work per call: lookahead, update, belief line; "
              "rewards, loss forward and backward). The surrogate's work is timed inside the step.", "",
              "| | median | range |", "| --- | ---: | --- |",

@@ -21,8 +21,8 @@ Tests (training/analysis/stats.py): the omnibus test across all models (repeated
 paired t-tests or Wilcoxon signed-rank tests with Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
 the convergence step of each run (training/analysis/convergence.py). With `--baseline`, each seed of a model with
 several is also tested alone against the baseline (`per_seed`, Holm over those tests). `--by FIELD` repeats the
-comparison within each value of a field of the episodes' records (the causal task's `mechanism`). Writes `comparison.json`, `comparison.md`,
-`score_distributions.png` and `reward_curves.png` into `--out`.
+comparison within each value of a field of the episodes' records (the causal task's `mechanism`). Writes
+`comparison.json`, `comparison.md`, `score_distributions.png` and `reward_curves.png` into `--out`.
 """
 
 from __future__ import annotations

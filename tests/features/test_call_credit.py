@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, score
-from training.algorithms.call_credit import token_turns
+from training.algorithms.turn_advantages import token_turns
 from training.features.call_credit import CallCreditError
 from training.run_setup.config import ConfigError, StrictGRPOConfig
 from training.run_setup.flags import StrictFlags

@@ -1,4 +1,4 @@
-"""`call_credit`: per-token advantages from the reward each tool call earned (training/algorithms/call_credit.py),
+"""`call_credit`: per-token advantages from the reward each tool call earned (training/algorithms/turn_advantages.py),
 in place of GRPO's one advantage per episode.
 
 What it needs from the environment: a property `call_rewards` (a property, not a method: TRL offers public methods
@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from training.algorithms.call_credit import token_advantages, token_turns, turn_advantages
+from training.algorithms.turn_advantages import token_advantages, token_turns, turn_advantages
 
 
 class CallCreditError(RuntimeError):

@@ -180,7 +180,7 @@ class StrictGRPOConfig(GRPOConfig):
             "help": "Credit each tool call with what it earned: every token of a model turn gets the group-normalised "
             "reward-to-go from that turn (its calls' and the later calls' per-call reward terms, which the "
             "environment reports as `call_rewards`), instead of GRPO's one advantage per episode "
-            "(training/algorithms/call_credit.py, training/features/call_credit.py). Needs every reward function to "
+            "(training/algorithms/turn_advantages.py, training/features/call_credit.py). Needs every reward function to "
             "have per-call terms, and advantage_estimator='grpo'.",
         },
     )

@@ -114,17 +114,23 @@ def test_the_line_shows_each_variables_best_setting_not_yet_made():
     assert len(set(made)) == len(made)
 
 
-def test_the_teacher_repeats_its_previous_call_at_its_rate_and_otherwise_follows_the_line():
-    from training.tasks.causal.belief_policy import TEACHER_REPEAT, teacher
+def test_the_teacher_repeats_and_stops_at_its_rates_and_otherwise_follows_the_line():
+    from training.tasks.causal.belief_policy import STOP_AFTER, TEACHER_REPEAT, TEACHER_STOP, teacher
 
-    repeats = follows = calls = 0
-    for seed in range(12):
+    repeats = follows = calls = stops = chances = 0
+    for seed in range(40):
         env = make_causal_env()()
         env.reset(**scm_row(chain5(), seed=seed, budget=6, initial_samples=20))
         policy, rng = teacher(), np.random.default_rng(seed)
         previous = None
         while env.record.used < env.record.budget:
-            tool, args = policy(env, rng)
+            chances += env.record.used >= STOP_AFTER
+            call = policy(env, rng)
+            if call is None:
+                assert env.record.used >= STOP_AFTER
+                stops += 1
+                break
+            tool, args = call
             line = env.belief.best
             env.intervene(**args) if tool == "intervene" else env.observe()
             step = env.record.steps[-1]
@@ -133,8 +139,10 @@ def test_the_teacher_repeats_its_previous_call_at_its_rate_and_otherwise_follows
                 repeats += step.arguments == previous
                 follows += step.follows_line
                 assert step.follows_line == (args == {"variable": line.variable, "value": line.value})
+                assert step.arguments == previous or step.follows_line  # nothing else
             previous = step.arguments
-    assert repeats + follows == calls  # each later call either repeats or follows the line
-    assert abs(repeats / calls - TEACHER_REPEAT) < 0.15
+    assert abs(repeats / calls - TEACHER_REPEAT) < 0.1 and abs(stops / chances - TEACHER_STOP) < 0.1
     with pytest.raises(ValueError, match="repeat"):
         BeliefPolicy(repeat=1.5)
+    with pytest.raises(ValueError, match="stop"):
+        BeliefPolicy(stop=-0.1)

@@ -54,6 +54,21 @@ def test_a_missing_scm_file_is_one_error_line(elsewhere, capsys):
     assert capsys.readouterr().err.strip().startswith("error: --scm: SCM file")
 
 
+def test_a_variable_given_twice_is_one_error_line_naming_it_and_its_lines(elsewhere, capsys):
+    """YAML keeps the last of two equal keys: the file ran on one of its two mechanisms for Z, exit 0."""
+    text = (elsewhere / "cbo.yaml").read_text()
+    twice = text.replace('  Y: {mechanism:', '  Z: {mechanism: "2 * X", noise_std: 1.0, range: [-5, 20]}\n  Y: {mechanism:')
+    (elsewhere / "twice.yaml").write_text(twice)
+    line = [i for i, x in enumerate(twice.splitlines(), start=1) if x.startswith("  Z:")]
+    with pytest.raises(SystemExit) as err:
+        evaluate_policy.main(["--baseline", "random", "--scm", "twice.yaml", "--out", "dup"])
+    assert err.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith("error: ") and "\n" not in message
+    assert f"duplicate key 'Z' at lines {line[0]} and {line[1]}" in message
+    assert not (elsewhere / "dup").exists()  # nothing written
+
+
 def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
     # was: no command; the user had to call scm_row in Python, whose defaults (6, 10) disagreed with env.py's (20, 5)
     summary = scm_rows.main(["--scm", "cbo.yaml", "--out", "rows", "--train", "3", "--heldout", "2"])

@@ -28,7 +28,8 @@ call, ``(tool name, arguments)``:
 * `EpsilonPolicy(expert, epsilon)`: the expert's call, or with probability epsilon a random one (noisy
   demonstrations for a supervised warm start).
 
-`run_policy(policy, row, seed)` plays one episode; `episode_messages` turns it into chat messages in Qwen3's
+`run_policy(policy, row, seed)` plays one episode (to the budget, or until the policy returns None);
+`episode_messages` turns it into chat messages in Qwen3's
 tool-call format. `python -m training.tasks.causal.evaluate_baselines` plays them on a split or an SCM file.
 """
 
@@ -46,7 +47,7 @@ from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, Tho
 from training.tasks.causal.scm.optimum import best_value
 
 Call = tuple[str, dict]
-Policy = Callable[[CausalEnv, np.random.Generator], Call]
+Policy = Callable[[CausalEnv, np.random.Generator], Call | None]  # None: stop, leaving budget unused
 
 
 def random_call(env: CausalEnv, rng: np.random.Generator) -> Call:
@@ -163,8 +164,10 @@ def run_policy(policy: Policy, row: dict, seed: int, surrogate: str = "exact") -
     env.reset(**{**row, "seed": environment_seed(row, seed)})
     rng = np.random.default_rng(seed)
     while env.record.used < env.record.budget:
-        tool, args = policy(env, rng)
-        getattr(env, tool)(**args)
+        call = policy(env, rng)
+        if call is None:  # the policy stops (the teacher may), leaving budget unused
+            break
+        getattr(env, call[0])(**call[1])
     return env.record
 
 

@@ -24,9 +24,10 @@ ones, `eval_greedy.jsonl` beside it the greedy ones), and greedy episodes (one p
 ones. The rows are the units, so a single SCM studied alone is compared over held-out rows that are episodes of it
 with their own noise (`python -m training.tasks.causal.scm_rows --scm FILE`): a claim about that SCM only; many
 episodes of one row are one unit, too few to test.
-Then, pooled over each policy's directories (`summary_table`, also what the evaluation and baseline commands print,
-from the episodes' causal records, `extra`): the best E[target | do] reached against the optimum, the final parent
-marginals and each variable's share of the interventions.
+The same two tables follow within each mechanism family (linear, nonlinear). Then, pooled over each policy's
+directories (`summary_table`, also what the evaluation and baseline commands print, from the episodes' causal
+records, `extra`; each family's lines after the policy's): the best E[target | do] reached against the optimum, the
+final parent marginals and each variable's share of the interventions.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from training.analysis.compared_runs import ComparedRun, load_run
-from training.compare import compare_metrics, group_runs
+from training.compare import compare_metrics, group_runs, split_by
 from training.evaluation.episodes import EVAL_FILE, SCORE
 from training.run_setup.errors import BadInputError, bad_input_exits
 
@@ -177,7 +178,7 @@ def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
     lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | best E[target | do] "
              "(optimum) | final P(v ∈ Pa(target)) | share of interventions | episodes |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
-    for name, records in runs:
+    for name, records in by_family(runs):
         cells = []
         for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
             v = np.array([r[key] for r in records])
@@ -190,6 +191,18 @@ def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
         cells.append(", ".join(f"{v} {p:.2f}" for v, p in intervention_shares(records).items()) or "none")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(records)} |")
     return "\n".join(lines)
+
+
+def by_family(runs: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]:
+    """Each policy's records, then, where they span several mechanism families, each family's alone."""
+    out = []
+    for name, records in runs:
+        out.append((name, records))
+        families = sorted({str(r.get("mechanism")) for r in records})
+        if len(families) > 1:
+            out += [(f"{name} ({family})", [r for r in records if str(r.get("mechanism")) == family])
+                    for family in families]
+    return out
 
 
 SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", "invalid_calls", "best_expected", "optimum",
@@ -215,6 +228,13 @@ def main(argv: list[str] | None = None) -> str:
     played = decoding(runs)
     results = compare_policies(runs, args.versus)
     lines = [f"Decoding: {played}.", "", *policy_table(results), "", *significance(results, args.versus)]
+    for family, subset in split_by(runs, "mechanism").items() if len(runs[0].episodes) else ():
+        try:
+            part = compare_policies(subset, args.versus)
+        except BadInputError as err:  # too few SCMs of the family to test
+            lines += ["", f"Within mechanism {family}: no comparison ({err})."]
+            continue
+        lines += ["", f"Within mechanism {family}:", "", *policy_table(part), "", *significance(part, args.versus)]
     pooled = pooled_records(runs)
     if pooled is not None:
         lines += ["", "Pooled over seeds (episodes, not SCMs):", summary_table(pooled)]

@@ -101,8 +101,8 @@ def _worst(scm: SCM) -> float:
     flipped.__dict__.pop("_optimum", None)
     if scm.is_linear:
         return find_optimum(flipped).expected
-    values = [scm.expected_target({v: float(x)}) for v in scm.actionable for x in np.linspace(*scm.ranges[v],
-                                                                                           WORST_GRID)]
+    values = [float(y) for v in scm.actionable for y in scm.expected_targets(v, np.linspace(*scm.ranges[v],
+                                                                                               WORST_GRID))]
     return float(min(values, key=lambda y: _g(scm, y)))
 
 

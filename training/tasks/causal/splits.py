@@ -80,15 +80,18 @@ def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: 
 
 
 def play_episode(row: dict, policy) -> tuple[str, list[dict], list[str]]:
-    """The row's own episode (its seed) played by a scripted policy to the budget: reset's text, the calls as
-    `{name, arguments}` and what the environment answered to each. The policy's generator is
-    `default_rng(row seed + TEACHER_SEED_OFFSET)`."""
+    """The row's own episode (its seed) played by a scripted policy to the budget, or until the policy stops (returns
+    None): reset's text, the calls as `{name, arguments}` and what the environment answered to each. The policy's
+    generator is `default_rng(row seed + TEACHER_SEED_OFFSET)`."""
     env = CausalEnv()
     reset_text = env.reset(**row)
     rng = np.random.default_rng(int(row["seed"]) + TEACHER_SEED_OFFSET)
     calls, results = [], []
     while env.record.used < env.record.budget:
-        tool, args = policy(env, rng)
+        call = policy(env, rng)
+        if call is None:
+            break
+        tool, args = call
         out = getattr(env, tool)(**args)
         if out.startswith("error"):
             raise RuntimeError(f"the call {tool}({args}) was refused on row seed {row['seed']}: {out}")

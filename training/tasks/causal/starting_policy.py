@@ -231,9 +231,10 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
 
 
 def verify(path: Path) -> list[str]:
-    """What is wrong with a shipped starting policy, against its build record: files changed, data or recipe changed
-    since the build, acceptance not passed, or the first traces no longer render as they did (the environment, the
-    belief line or the template changed since). An empty list: nothing."""
+    """What is wrong with a shipped starting policy, against its build record: files changed, data changed since the
+    build, acceptance not passed, or the first traces no longer render as they did (the environment, the belief line,
+    the template or the recipe's template arguments changed since). An empty list: nothing. The recipe's own digest is
+    recorded but not compared: its training settings (steps, learning rate) do not change what the build made."""
     from transformers import AutoTokenizer
 
     record_path = path / BUILD_RECORD
@@ -246,7 +247,7 @@ def verify(path: Path) -> list[str]:
         problems.append(f"files {sorted(present)} differ from the record's {sorted(record['files'])}")
     problems += [f"{name}: sha256 differs from the build record" for name, digest in record["files"].items()
                  if (path / name).is_file() and sha256(path / name) != digest]
-    for name, digest in {**record["data"], **record["recipe"]}.items():
+    for name, digest in record["data"].items():
         if sha256(REPO / name) != digest:
             problems.append(f"{name} changed since the build (sha256 differs); rebuild the starting policy")
     if not record["acceptance"]["passed"]:

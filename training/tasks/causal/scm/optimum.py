@@ -64,10 +64,10 @@ def numerical_optimum(scm: SCM, grid_points: int = GRID_POINTS, variables: list[
     for var in variables or scm.actionable:
         lo, hi = scm.ranges[var]
         grid = np.linspace(lo, hi, grid_points)
-        values = np.array([scm.expected_target({var: float(v)}) for v in grid])
+        values = scm.expected_targets(var, grid)
         k = int(np.argmax(sign * values))
         a, b = grid[max(k - 1, 0)], grid[min(k + 1, grid_points - 1)]
-        res = minimize_scalar(lambda v: -sign * scm.expected_target({var: float(np.clip(v, lo, hi))}),
+        res = minimize_scalar(lambda v: -sign * scm.expected_targets(var, [float(np.clip(v, lo, hi))])[0],
                               bounds=(a, b), method="bounded", options={"xatol": 1e-7})
         cand_v, cand_e = (float(res.x), -sign * float(res.fun))
         if not sign * cand_e >= sign * values[k]:  # refinement never returns worse than the grid

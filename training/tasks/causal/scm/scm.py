@@ -35,6 +35,7 @@ GOALS = ("max", "min")
 # Monte-Carlo size and seed of E[target | do] for nonlinear SCMs (common random numbers across interventions).
 MC_SAMPLES = 4096
 MC_SEED = 20240531
+MC_VALUES_AT_ONCE = 32  # interventions propagated together by `expected_targets` (32 x 4096 rows per pass)
 
 
 class SCMError(ValueError):
@@ -277,6 +278,35 @@ class SCM:
             return float(np.linalg.solve(np.eye(self.d) - w.T, b)[self.index[self.target]]), 0.0
         t = self._mc_samples(checked)[:, self.index[self.target]]
         return float(t.mean()), float(t.std(ddof=1) / math.sqrt(len(t)))
+
+    def expected_targets(self, variable: str, values) -> np.ndarray:
+        """`expected_target({variable: v})` for every v of `values`, equal to it value for value (the same noise
+        draws, the same operations, the same sums), computed as the grid searches of the optimum need it: a
+        variable that is not an ancestor of the target leaves E[target] where it is, and otherwise only the variables
+        on a path from it to the target are propagated again, many values at once; the others keep their values of
+        the propagation without intervention."""
+        values = np.asarray(values, dtype=float)
+        for v in values:
+            self.check_intervention(variable, float(v))
+        if self.is_linear:
+            return np.array([self.expected_target({variable: float(v)}) for v in values])
+        on_path = nx.descendants(self.graph, variable) & (nx.ancestors(self.graph, self.target) | {self.target})
+        if not on_path:
+            return np.full(len(values), self.expected_target())
+        base, noise, n = self._mc_samples({}), self._mc_noise, len(self._mc_noise)
+        out = []
+        for chunk in np.array_split(values, max(1, -(-len(values) // MC_VALUES_AT_ONCE))):
+            known = {v: base[:, self.index[v]] for v in self.variables if v not in on_path}
+            known[variable] = np.repeat(chunk, n)
+            tiled: dict[str, np.ndarray] = {}
+            for v in (v for v in self.order if v in on_path):
+                parents = {p: known[p] if p == variable or p in on_path else
+                           tiled.setdefault(p, np.tile(known[p], len(chunk))) for p in self.mechanisms[v].parents}
+                add = np.tile(noise[:, self.index[v]], len(chunk)) if v != self.target else 0.0
+                known[v] = self.mechanisms[v](parents) + add
+            target = known[self.target]
+            out.append(np.broadcast_to(target, (len(chunk) * n,)).reshape(len(chunk), n).mean(axis=1))
+        return np.concatenate(out) if out else np.zeros(0)
 
     def _mc_samples(self, do: Mapping[int, float]) -> np.ndarray:
         noise = self._mc_noise

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from training.run_setup.strict_yaml import DuplicateKeyError, safe_load_strict
 from training.run_setup.yaml_errors import yaml_problem
 from training.tasks.causal.scm.expressions import ExpressionError
 from training.tasks.causal.scm.scm import SCM, ExpressionMechanism, SCMError
@@ -125,9 +126,11 @@ def load_user_scm(path: str | Path) -> SCM:
     if not path.exists():
         raise UserSCMError(f"SCM file {str(path)!r} does not exist")
     try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+        spec = safe_load_strict(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise UserSCMError(f"{path}: {yaml_problem(err)}; save the file as UTF-8") from None
+    except DuplicateKeyError as err:
+        raise UserSCMError(f"{path}: {err}; each variable, mechanism and setting may appear once") from None
     except yaml.YAMLError as err:
         raise UserSCMError(f"{path}: not valid YAML ({yaml_problem(err)})") from None
     return scm_from_spec(spec, where=str(path))

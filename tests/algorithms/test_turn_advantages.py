@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from training.algorithms.call_credit import rewards_to_go, token_advantages, token_turns, turn_advantages
+from training.algorithms.turn_advantages import rewards_to_go, token_advantages, token_turns, turn_advantages
 
 
 def test_turns_are_the_runs_of_model_tokens_within_the_completion():
