@@ -41,6 +41,7 @@ class FineTuneSettings:
     seed: int
     warmup_steps: int = 0  # linear warmup, then linear decay to 0 at `steps`
     decision_weight: float | None = None  # None: one mean over every label token
+    device: str = "cpu"  # where the fine-tune runs (torch device name); part of the key, as its numerics differ
 
 
 def encoded_digest(encoded) -> str:
@@ -117,7 +118,7 @@ def fine_tune(model_path: str, encoded, settings: FineTuneSettings, show_progres
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    model.train()
+    model.to(settings.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.0)
     steps, warmup = settings.steps, settings.warmup_steps
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -125,8 +126,8 @@ def fine_tune(model_path: str, encoded, settings: FineTuneSettings, show_progres
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not show_progress)
     loss = torch.tensor(float("nan"))
     for step in bar:
-        input_ids, labels, decisions, attention = _batch(rng.sample(encoded, min(settings.batch_size, len(encoded))),
-                                                         tokenizer.pad_token_id)
+        batch = _batch(rng.sample(encoded, min(settings.batch_size, len(encoded))), tokenizer.pad_token_id)
+        input_ids, labels, decisions, attention = (t.to(settings.device) for t in batch)
         if settings.decision_weight is None:  # transformers' own causal-LM loss
             loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         else:

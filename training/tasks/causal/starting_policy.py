@@ -90,6 +90,7 @@ class BuildSettings:
     decision_weight: float = 1.0
     acceptance_rows: int = 32
     acceptance_bar: float = 0.9
+    device: str = "cpu"  # the fine-tune's and the acceptance episodes' torch device ("cuda" on a GPU machine)
 
 
 def sha256(path: Path) -> str:
@@ -177,6 +178,11 @@ def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
     return out
 
 
+def device_name(device: str) -> dict:
+    """The accelerator a non-CPU build ran on (its numerics differ from a CPU build's)."""
+    return {} if device == "cpu" else {"device": torch.cuda.get_device_name(torch.device(device))}
+
+
 def git_commit() -> dict:
     def git(*args) -> str:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
@@ -204,7 +210,8 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
     for stage, traces, steps, lr, warmup in (("line", line, settings.steps, settings.lr, settings.warmup_steps),
                                              ("teacher", taught, settings.repeat_steps, settings.repeat_lr, 10)):
         fine = FineTuneSettings(steps=steps, lr=lr, batch_size=settings.batch_size, seed=settings.seed,
-                                warmup_steps=min(warmup, steps), decision_weight=settings.decision_weight)
+                                warmup_steps=min(warmup, steps), decision_weight=settings.decision_weight,
+                                device=settings.device)
         model, tokenizer, final_loss = fine_tune(
             base, traces, fine, show_progress, model=model, desc=f"starting policy ({stage})",
             on_step=lambda s, loss, stage=stage: losses[stage].update({s: loss}) if s % 50 == 0 else None)
@@ -217,7 +224,7 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
         "recipe": {str(CAUSAL_RECIPE.relative_to(REPO)): sha256(CAUSAL_RECIPE)},
         "traces": {"line": len(line), "teacher": len(taught), "digest": encoded_digest(line + taught),
                    "first_digest": encoded_digest(line[:VERIFIED_TRACES])},
-        "numerics": numerics(threads=True), "settings": asdict(settings),
+        "numerics": {**numerics(threads=True), **device_name(settings.device)}, "settings": asdict(settings),
         "training": {"final_loss": final_loss, "loss_every_50_steps": losses},
         "acceptance": accepted, "build_seconds": round(time.time() - started, 1),
     }
@@ -282,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument("--out", default=str(STARTING_POLICY_DIR.relative_to(REPO)))
     build_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     for name, text in (("check", "run the acceptance check again"), ("verify", "files against the build record")):
-        sub.add_parser(name, help=text).add_argument("path", nargs="?", default=str(STARTING_POLICY_DIR))
+        sub_parser = sub.add_parser(name, help=text)
+        sub_parser.add_argument("path", nargs="?", default=str(STARTING_POLICY_DIR))
+        sub_parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     with bad_input_exits():
         if args.what == "build":
@@ -307,9 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         record = json.loads((path / BUILD_RECORD).read_text())
-        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        model = AutoModelForCausalLM.from_pretrained(path).to(args.device).eval()
         with torch.no_grad():
-            result = acceptance(model, AutoTokenizer.from_pretrained(path), BuildSettings(**record["settings"]))
+            settings = BuildSettings(**{**record["settings"], "device": args.device})
+            result = acceptance(model, AutoTokenizer.from_pretrained(path), settings)
         print(json.dumps(result, indent=2))
         return 0 if result["passed"] else 1
 
