@@ -187,7 +187,8 @@ def test_bundled_rows_run_in_the_environment_and_prompt_names_everything():
     assert {r["scm_json"] for r in train}.isdisjoint(r["scm_json"] for r in heldout)
     assert {r["family"] for r in train} == {"chain", "fork", "star", "er"}
     assert 0.1 < np.mean([r["mechanism"] == "nonlinear" for r in train]) < 0.5
-    assert all(len(json.loads(r["reference_calls_json"])) == r["budget"] for r in train)
+    made = [len(json.loads(r["reference_calls_json"])) for r in train]  # the teacher stops early now and then
+    assert all(2 <= n <= r["budget"] for n, r in zip(made, train)) and 0 < np.mean(made) < train[0]["budget"]
     for r in heldout:
         env = CausalEnv()
         reset_text = env.reset(**r)

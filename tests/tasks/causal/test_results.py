@@ -18,7 +18,8 @@ def record(row: int, k: int, regret: float, parent_f1: float = 0.5, info_gain: f
     return {"row": row, "episode": k, "decoding": decoding, "regret": regret, "parent_f1": parent_f1,
             "info_gain": info_gain, "final_entropy": 1.0, "reward": reward, **{c: 0.1 for c in COMPONENTS},
             "calls": 4.0, "invalid_calls": 0.0, "malformed_calls": 0.0, "best_expected": 2.0 - regret, "optimum": 2.0,
-            "parent_marginals": {"X": 0.9, "Z": 0.1}, "interventions_on": {"X": 3, "Z": 1}}
+            "parent_marginals": {"X": 0.9, "Z": 0.1}, "interventions_on": {"X": 3, "Z": 1},
+            "mechanism": ("linear", "nonlinear")[row % 2]}
 
 
 def write_eval(path, records: list[dict]):
@@ -151,6 +152,11 @@ def test_the_cli_reads_seed_directories_and_prints_the_tables(tmp_path):
     assert random_regret[10] == "n/a"  # one directory: no seed spread
     pooled = lines[lines.index("Pooled over seeds (episodes, not SCMs):") + 1:]
     trained_pooled = cells(next(s for s in pooled if s.startswith("| trained |")))
+    assert "Within mechanism linear:" in lines and "Within mechanism nonlinear:" in lines
+    linear = lines[lines.index("Within mechanism linear:"):]
+    linear_trained = cells(next(s for s in linear if s.startswith("| trained |")))
+    linear_regret = [np.mean([r["regret"] for r in policy(0.3, s, 10 + s) if r["row"] % 2 == 0]) for s in (0, 1, 2)]
+    assert float(linear_trained[1].split(" ± ")[0]) == pytest.approx(np.mean(linear_regret), abs=1e-3)
     assert trained_pooled[-1] == "120" and trained_pooled[-2] == "X 0.75, Z 0.25"
     best = np.array([r["best_expected"] for s in (0, 1, 2) for r in policy(0.3, s, 10 + s)])  # over the episodes
     assert trained_pooled[6] == f"{best.mean():.3f} ± {best.std():.3f} (2.0000)"

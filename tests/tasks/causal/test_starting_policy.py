@@ -55,7 +55,8 @@ def test_teacher_traces_refuse_train_rows_whose_calls_the_current_teacher_would_
         teacher_traces([{**row, "reference_calls_json": json.dumps(calls)}])
     ((played, messages),) = teacher_traces([row])
     assert played["reference_calls_json"] == row["reference_calls_json"]
-    assert [m["role"] for m in messages].count("tool") == row["budget"]
+    made = len(json.loads(row["reference_calls_json"]))  # the teacher may stop before the budget
+    assert [m["role"] for m in messages].count("tool") == made <= row["budget"]
 
 
 def test_stage_one_plays_each_row_on_its_own_and_the_paired_seeds_and_always_follows_the_line():
