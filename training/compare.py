@@ -164,7 +164,7 @@ def compare(
             "name": name,
             "runs": [{"name": r.name, "path": str(r.path), "seed": r.seed, "mean": m, "convergence": c.as_json()}
                      for r, m, c in zip(groups[name], run_means, conv, strict=True)],
-            "n": int(len(scores)),
+            "n": len(scores),
             "unscorable_episodes": int(np.isnan(raw[:, j]).sum()),
             "mean": float(scores[:, j].mean()),
             "std": None if interval is None else interval[1],
