@@ -39,6 +39,7 @@ import psutil
 import yaml
 
 from training.outputs import run_files
+from training.outputs.git_state import git_state
 from training.run_setup.errors import bad_input_exits
 from training.run_setup.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
 from training.sweeps.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
@@ -399,7 +400,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell], runner: Runner) -> dict:
-    started = time.time()
+    started, code = time.time(), git_state()
     outcomes: list[Outcome] = []
     if not args.report_only:
         states = {cell.name: cell_state(cell) for cell in cells}
@@ -429,7 +430,7 @@ def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell],
         outcomes = [Outcome(c, "finished" if cell_state(c) == "finished" else "missing") for c in cells]
     from training.sweeps.workflow_report import write_workflow_report
 
-    return write_workflow_report(workflow, args, outcomes, time.time() - started)
+    return write_workflow_report(workflow, args, outcomes, time.time() - started, code)
 
 
 def cli() -> None:

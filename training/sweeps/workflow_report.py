@@ -43,7 +43,8 @@ def run_rows(outcomes) -> list[dict]:
     return rows
 
 
-def write_workflow_report(workflow, args, outcomes, wall_s: float) -> dict:
+def write_workflow_report(workflow, args, outcomes, wall_s: float, code: dict | None = None) -> dict:
+    """`code`: the git state the workflow started at (`git_state`), named in the report."""
     rows = run_rows(outcomes)
     usable = [r for r in rows if r["status"] in ("finished", "done") and (Path(r["run_dir"]) / run_files.EVAL).exists()]
     failed = [r for r in rows if r["status"] == "failed"]
@@ -65,6 +66,7 @@ def write_workflow_report(workflow, args, outcomes, wall_s: float) -> dict:
         "workflow": workflow.name, "config": str(workflow.path), "output_dir": str(workflow.output_dir),
         "command": " ".join([Path(sys.executable).name, "-m", "training.workflow", *sys.argv[1:]]),
         "jobs": args.jobs, "wall_s": wall_s, "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "git": code or {"commit": None, "dirty": None},
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "python": platform.python_version()},
         "runs": rows, "failed": [r["name"] for r in failed], "comparison_error": comparison_error,
@@ -99,12 +101,19 @@ def headline(comparison: dict, baseline: str | None) -> list[str]:
     return lines
 
 
+def _commit_text(git: dict) -> str:
+    if not git.get("commit"):
+        return "unknown (not a git checkout)"
+    return git["commit"][:12] + (" with uncommitted changes to tracked files" if git.get("dirty") else "")
+
+
 def report_markdown(workflow, summary: dict) -> str:
     lines = [f"# Workflow {workflow.name}", ""]
     if workflow.description:
         lines += [workflow.description, ""]
     lines += [f"`{summary['command']}` ({summary['jobs']} at a time), {summary['wall_s']:.0f} s wall time this "
-              f"invocation; machine: {summary['machine']['platform']}, Python {summary['machine']['python']}.", ""]
+              f"invocation; machine: {summary['machine']['platform']}, Python {summary['machine']['python']}; "
+              f"commit {_commit_text(summary.get('git') or {})}.", ""]
     baseline = workflow.compare.get("baseline")
     comparison = summary["comparison"]
     head = [] if comparison is None else [

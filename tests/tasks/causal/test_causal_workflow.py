@@ -53,3 +53,5 @@ def test_the_causal_workflow_trains_evaluates_and_compares_every_policy(tmp_path
     report = (tmp_path / "out" / "report.md").read_text()
     assert "on regret" in report and "## parent_f1 (higher is better)" in report.replace("### ", "## ")
     assert "within mechanism=linear" in report and "within mechanism=nonlinear: no comparison" in report
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert summary["git"]["commit"] == head.strip() and f"commit {head[:12]}" in report  # the code that ran

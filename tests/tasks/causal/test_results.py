@@ -159,7 +159,8 @@ def test_the_cli_reads_seed_directories_and_prints_the_tables(tmp_path):
     assert float(linear_trained[1].split(" ± ")[0]) == pytest.approx(np.mean(linear_regret), abs=1e-3)
     assert trained_pooled[-1] == "120" and trained_pooled[-2] == "X 0.75, Z 0.25"
     best = np.array([r["best_expected"] for s in (0, 1, 2) for r in policy(0.3, s, 10 + s)])  # over the episodes
-    assert trained_pooled[6] == f"{best.mean():.3f} ± {best.std():.3f} (2.0000)"
+    assert trained_pooled[8] == f"{best.mean():.3f} ± {best.std():.3f} (2.0000)"
+    assert trained_pooled[5] == "4.000 ± 0.000" and trained_pooled[7] == " / ".join(["0.100"] * len(COMPONENTS))
 
 
 def test_inputs_are_evaluation_directories(tmp_path):

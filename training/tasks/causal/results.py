@@ -44,6 +44,7 @@ from training.analysis.compared_runs import ComparedRun, load_run
 from training.compare import compare_metrics, group_runs, split_by
 from training.evaluation.episodes import EVAL_FILE, SCORE
 from training.run_setup.errors import BadInputError, bad_input_exits
+from training.tasks.causal.reward_components import COMPONENTS
 
 METRICS = ("regret", "parent_f1", "info_gain", SCORE)  # compared, each in the direction its evaluation gives it
 NAMES = {"regret": "final regret", "parent_f1": "parent F1", "info_gain": "info gain (nats)",
@@ -173,16 +174,19 @@ def intervention_shares(records: list[dict]) -> dict[str, float]:
 
 def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
     """A markdown table, one line per (policy name, records): mean ± std over episodes of the final regret, parent
-    F1, information gain, reward and invalid calls; the mean best E[target | do] against the optimum; the mean
-    final parent marginals; each variable's share of the interventions."""
-    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | invalid calls | best E[target | do] "
-             "(optimum) | final P(v ∈ Pa(target)) | share of interventions | episodes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
+    F1, information gain, reward, calls made and invalid calls; the mean of each reward component (unweighted); the
+    mean best E[target | do] against the optimum; the mean final parent marginals; each variable's share of the
+    interventions."""
+    lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | calls made | invalid calls | "
+             f"{' / '.join(COMPONENTS)} | best E[target | do] (optimum) | final P(v ∈ Pa(target)) | "
+             "share of interventions | episodes |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
     for name, records in by_family(runs):
         cells = []
-        for key in ("regret", "parent_f1", "info_gain", "reward", "invalid_calls"):
+        for key in ("regret", "parent_f1", "info_gain", "reward", "calls", "invalid_calls"):
             v = np.array([r[key] for r in records])
             cells.append(f"{v.mean():.3f} ± {v.std():.3f}")
+        cells.append(" / ".join(f"{np.mean([r[c] for r in records]):.3f}" for c in COMPONENTS))
         best = np.array([r["best_expected"] for r in records])
         cells.append(f"{best.mean():.3f} ± {best.std():.3f} ({np.mean([r['optimum'] for r in records]):.4f})")
         names = list(records[0]["parent_marginals"])
@@ -205,8 +209,8 @@ def by_family(runs: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]
     return out
 
 
-SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", "invalid_calls", "best_expected", "optimum",
-                "parent_marginals", "interventions_on")
+SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", "calls", "invalid_calls", *COMPONENTS, "best_expected",
+                "optimum", "parent_marginals", "interventions_on")
 
 
 def pooled_records(runs: list[ComparedRun]) -> list[tuple[str, list[dict]]] | None:

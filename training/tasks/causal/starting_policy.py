@@ -41,7 +41,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -57,6 +56,7 @@ from training.evaluation.tool_loop import environment_tools, sampling_chat_templ
 from training.outputs.atomic import atomic_directory
 from training.run_setup.build_keys import numerics
 from training.run_setup.errors import BadInputError, bad_input_exits
+from training.outputs.git_state import git_state
 from training.run_setup.models import cache_root
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
@@ -183,19 +183,11 @@ def device_name(device: str) -> dict:
     return {} if device == "cpu" else {"device": torch.cuda.get_device_name(torch.device(device))}
 
 
-def git_commit() -> dict:
-    def git(*args) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
-
-    return {"commit": git("rev-parse", "HEAD") or None,
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
-
-
 def build(settings: BuildSettings, out: Path, command: str, show_progress: bool = True) -> dict:
     """Build, measure and write the starting policy (module docstring); returns the build record."""
     from training.tasks.causal.tiny_model import resolve_causal_model
 
-    started, commit = time.time(), git_commit()  # the code that runs is the code at the start
+    started, commit = time.time(), git_state()  # the code that runs is the code at the start
     base = resolve_causal_model(cache_root(), settings.model_seed)
     spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
     from transformers import AutoTokenizer
