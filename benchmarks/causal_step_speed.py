@@ -29,6 +29,7 @@ import yaml
 from datasets import Dataset
 from peft import LoraConfig
 
+from training.outputs.git_state import git_state
 from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import read_flags
 from training.run_setup.models import resolve_model_path
@@ -111,9 +112,12 @@ def main() -> None:
               f"{step_s[-1] / (step_s[-1] - work_s[-1]):.3f}", flush=True)
     ratios = [s_ / (s_ - w) for s_, w in zip(step_s, work_s, strict=True)]
     machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, torch "
-               f"{torch.__version__}, 1 thread, shared with other jobs")
+               f"{torch.__version__}, 1 thread")
+    code = git_state()
+    commit = (code["commit"] or "unknown")[:7] + (" with uncommitted changes" if code["dirty"] else "")
     lines = [MARK, "## Causal GRPO step: with the exact surrogate / without its work (issues 12, 23)", "",
-             f"Command: `python -m benchmarks.causal_step_speed --steps {args.steps} --write BENCHMARKS.md`. "
+             f"Command: `python -m benchmarks.causal_step_speed --steps {args.steps} --write BENCHMARKS.md`, at commit "
+             f"{commit}. "
              f"Machine: {machine}. Settings of `{args.recipe}` (batch {recipe['per_device_train_batch_size']} "
              f"episodes = {groups} groups x {recipe['num_generations']}, budget 6 calls, max_completion_length "
              f"{recipe['max_completion_length']}), from its starting model, dynamic sampling off; one step = "
