@@ -70,6 +70,12 @@ def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int]) -> li
     return [bool(m) and any(a < e and s < b for s, e in spans) for (a, b), m in zip(offsets, mask, strict=True)]
 
 
+def with_observation(row: dict, observation: str) -> dict:
+    """The row with reset's text appended to its prompt's last message, as TRL's environment loop does."""
+    last = row["prompt"][-1]
+    return {**row, "prompt": [*row["prompt"][:-1], {**last, "content": last["content"] + observation}]}
+
+
 def encode_trace(
     tokenizer, row: dict, env_factory, chat_template: str | None, template_kwargs: dict, lazy: bool = False,
     decisions: bool = False,
@@ -79,9 +85,8 @@ def encode_trace(
     env = env_factory()
     observation = env.reset(**row)
     tools = environment_tools(env)
-    if isinstance(observation, str):  # as TRL does: reset's text is appended to the prompt's last message
-        row = {**row, "prompt": [*row["prompt"][:-1], {**row["prompt"][-1],
-                                                       "content": row["prompt"][-1]["content"] + observation}]}
+    if isinstance(observation, str):
+        row = with_observation(row, observation)
     if lazy:
         messages = [*row["prompt"], {"role": "assistant", "content": FINAL_ANSWER}]
     else:

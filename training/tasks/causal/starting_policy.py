@@ -54,13 +54,13 @@ from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.spec import spec_from_recipe
 from training.evaluation.tool_loop import environment_tools, sampling_chat_template
 from training.outputs.atomic import atomic_directory
+from training.outputs.git_state import git_state
 from training.run_setup.build_keys import numerics
 from training.run_setup.errors import BadInputError, bad_input_exits
-from training.outputs.git_state import git_state
 from training.run_setup.models import cache_root
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
-from training.run_setup.warm_start_tools import encode_messages, reference_trace
+from training.run_setup.warm_start_tools import encode_messages, reference_trace, with_observation
 from training.tasks.causal.baselines import environment_seed
 from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv
@@ -104,10 +104,8 @@ def _play(job: tuple[dict, str]) -> tuple[dict, list[dict]]:
     """(the row with the calls as `reference_calls_json`, the conversation) of one episode (a worker's job)."""
     row, policy = job
     reset_text, calls, results = play_episode(row, POLICIES[policy]())
-    last = row["prompt"][-1]  # as TRL does: reset's text is appended to the prompt's last message
-    played = {**row, "prompt": [*row["prompt"][:-1], {**last, "content": last["content"] + reset_text}],
-              "reference_calls_json": json.dumps(calls)}
-    return {**row, "reference_calls_json": played["reference_calls_json"]}, reference_trace(played, results)
+    played = {**row, "reference_calls_json": json.dumps(calls)}
+    return played, reference_trace(with_observation(played, reset_text), results)
 
 
 def episodes(rows: list[dict], episodes_per_row: int) -> list[dict]:
