@@ -47,6 +47,7 @@ from training.tasks.causal.reward_components import step_rewards
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
 from training.tasks.causal.structure_metrics import parent_f1
+from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, FULL_SPACE_VARS, parent_bound
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 # The one default of every row, command and baseline (training.tasks.causal.splits, training.tasks.causal.scm_rows): 6 calls
@@ -58,7 +59,9 @@ OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
 SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s names; "exact" is the default
-SAMPLED_SURROGATES = ("exact", "additive")  # posteriors with draws: what greedy EIG and the structure reward need
+SAMPLED_SURROGATES = ("exact", "additive", "learned")  # posteriors with draws: what the belief line, the baselines
+# and the structure reward need
+SURROGATE_MAX_VARS = {"exact": EXACT_MAX_VARS, "additive": FULL_SPACE_VARS, "learned": None, "noop": None}
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
 
@@ -228,11 +231,30 @@ def scm_from_json(text: str) -> SCM:
     return SCM.from_json(text)
 
 
-def build_surrogate(kind: str, variables: list[str], target: str):
+def check_surrogate_fits(kind: str, d: int, max_parents: int | None = None) -> None:
+    """Refuse, naming the size, the limit and the surrogates that handle it, an SCM of d variables larger than the
+    `kind` surrogate handles; and an in-degree bound (`max_parents`) for a surrogate that has none."""
+    limit = SURROGATE_MAX_VARS[kind]
+    if limit is not None and d > limit:
+        fits = [k for k in SAMPLED_SURROGATES if SURROGATE_MAX_VARS[k] is None or d <= SURROGATE_MAX_VARS[k]]
+        raise EpisodeError(f"variables: the SCM has {d} variables, more than the {limit} the {kind} surrogate "
+                           f"handles; {' and '.join(fits)} handle{'s' if len(fits) == 1 else ''} {d} "
+                           f"(--surrogate {fits[0]})")
+    if max_parents is not None:
+        if kind != "exact":
+            raise EpisodeError(f"max_parents: only the exact surrogate has an in-degree bound, not {kind}")
+        try:
+            parent_bound(d, max_parents)
+        except ValueError as err:
+            raise EpisodeError(str(err)) from None
+
+
+def build_surrogate(kind: str, variables: list[str], target: str, max_parents: int | None = None):
+    check_surrogate_fits(kind, len(variables), max_parents)
     if kind == "exact":
         from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
 
-        return ExactSurrogate(variables, target)
+        return ExactSurrogate(variables, target, max_parents)
     if kind == "additive":
         from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogate
 
@@ -290,13 +312,14 @@ class CausalEnv:
         return self._belief
 
     def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
-              initial_samples: int | None = None, target: str | None = None, **row) -> str:
+              initial_samples: int | None = None, target: str | None = None, max_parents: int | None = None,
+              **row) -> str:
         """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
-        surrogate's belief line."""
+        surrogate's belief line. `max_parents`: the exact surrogate's in-degree bound (`subsets.parent_bound`)."""
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._rng = np.random.default_rng(seed)
         self._seed = int(seed)
-        self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target)
+        self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, max_parents)
         rows = self.scm.sample(initial, self._rng)
         if initial and self.active:
             self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
@@ -315,6 +338,7 @@ class CausalEnv:
         scm_json = row.get("scm_json")
         settings = {k: row.get(k) for k in ("seed", "budget", "initial_samples", "target")}
         scm, _, _ = episode_settings(scm_json, **settings, row={k: v for k, v in row.items() if k not in settings})
+        check_surrogate_fits(cls.surrogate_kind, scm.d, row.get("max_parents"))
         try:
             check_scm(scm)
         except SCMError as err:
@@ -403,7 +427,7 @@ class CausalEnv:
         surrogate's `expected_gain`, with draws keyed by (episode seed, valid-call index), so a GRPO group's
         rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
         reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
-        where the surrogate cannot say (the learned one has no `expected_gain`; the exact one needs 2 observational
+        where the surrogate cannot say (the exact one needs 2 observational
         rows per variable); the structure reward then refuses the episode."""
         expected_gain = getattr(self._surrogate, "expected_gain", None)
         if expected_gain is None:
@@ -445,3 +469,7 @@ def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[Causa
 CausalEnvFrozen = make_causal_env("exact", active=False)
 # The additive (nonlinear) surrogate, for recipes (`environment_factory: training.tasks.causal.env.CausalEnvAdditive`).
 CausalEnvAdditive = make_causal_env("additive")
+# The learned surrogate, for SCMs larger than the exact one handles (`SURROGATE_MAX_VARS`).
+CausalEnvLearned = make_causal_env("learned")
+ENVIRONMENTS = {"exact": "training.tasks.causal.env.CausalEnv", "additive": "training.tasks.causal.env.CausalEnvAdditive",
+                "learned": "training.tasks.causal.env.CausalEnvLearned"}  # importable factories by surrogate name

@@ -19,25 +19,49 @@ from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.evaluation_task import write_evaluation
 from training.tasks.causal.policy_episodes import baseline_episodes
 from training.tasks.causal.results import summary_table
-from training.tasks.causal.scm_rows import add_episode_source_arguments, split_rows
+from training.tasks.causal.scm_rows import add_episode_source_arguments, episode_source
+
+
+LOOKAHEAD_POLICIES = ("greedy_eig",)  # score every candidate by the surrogate's batched `what_if_many`
+
+
+def supported_policies(given: str | None, surrogate: str) -> list[str]:
+    """The policies to run: `given` (comma-separated) or, by default, every policy the surrogate supports (said on
+    stdout when one is left out); refused, naming it, a given policy unknown or one the surrogate cannot run."""
+    from training.tasks.causal.env import build_surrogate
+
+    lookahead = hasattr(build_surrogate(surrogate, ["A", "B"], "B"), "what_if_many")
+    if given is None:
+        names = [p for p in POLICIES if lookahead or p not in LOOKAHEAD_POLICIES]
+        if len(names) < len(POLICIES):
+            print(f"--policies: {', '.join(p for p in POLICIES if p not in names)} left out: the {surrogate} "
+                  f"surrogate has no batched lookahead (what_if_many)")
+        return names
+    names = given.split(",")
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown:
+        raise BadInputError(f"--policies: unknown {unknown}; known: {sorted(POLICIES)}")
+    unsupported = [p for p in names if p in LOOKAHEAD_POLICIES and not lookahead]
+    if unsupported:
+        raise BadInputError(f"--policies: {unsupported} need a surrogate with a batched lookahead (exact, additive); "
+                            f"the {surrogate} surrogate has none")
+    return names
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Baseline policies on a causal split or a user's SCM file.")
     add_episode_source_arguments(parser, episodes=2)
-    parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated, of {list(POLICIES)}")
+    parser.add_argument("--policies", default=None, help=f"comma-separated, of {list(POLICIES)} (default: all the "
+                                                          "surrogate supports)")
     parser.add_argument("--out", default=None, help="directory: one evaluation directory per baseline under it")
     args = parser.parse_args(argv)
     with bad_input_exits():
-        unknown = [p for p in args.policies.split(",") if p not in POLICIES]
-        if unknown:
-            raise BadInputError(f"--policies: unknown {unknown}; known: {sorted(POLICIES)}")
-        rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
-        rows = rows[: args.limit]
+        policies = supported_policies(args.policies, args.surrogate)
+        rows, source = episode_source(args)
     print(f"{source}: {len(rows)} rows x {args.episodes} episodes, budget {rows[0].get('budget')}, {args.surrogate} "
           f"surrogate; mean ± std over episodes")
     runs, seconds = [], {}
-    for name in args.policies.split(","):
+    for name in policies:
         t0 = time.perf_counter()
         recs = baseline_episodes(name, rows, args.episodes, args.surrogate)
         seconds[name] = (time.perf_counter() - t0) / len(recs)

@@ -47,7 +47,7 @@ from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.evaluation_task import component_weights, write_evaluation
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes
 from training.tasks.causal.results import summary_table
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, split_rows
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, episode_source
 
 
 def policy_paths(model: str, adapter: str | None) -> tuple[str, str | None]:
@@ -84,8 +84,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
 
     if (Path(args.out) / run_files.EVAL).exists() and not args.overwrite:
         raise BadInputError(f"--out: {args.out} already holds an eval.jsonl; pass --overwrite or another --out")
-    rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
-    rows = rows[: args.limit]
+    rows, source = episode_source(args)
     if not Path(args.recipe).expanduser().is_file():
         raise BadInputError(f"--recipe: {args.recipe!r} is not a file")
     spec = spec_from_recipe(str(Path(args.recipe).expanduser()), build_model=False)  # read as training reads it

@@ -65,15 +65,19 @@ def generated_scm(fn, seed: int, spec: str) -> SCM:
 
 
 def episode_rows(scms: list[SCM], n: int, seed_offset: int, budget: int, initial_samples: int,
-                 teacher: bool = False) -> list[dict]:
-    """n rows: row i plays scms[i mod len(scms)] with episode seed seed_offset + i."""
+                 teacher: bool = False, surrogate: str | None = None, max_parents: int | None = None) -> list[dict]:
+    """n rows: row i plays scms[i mod len(scms)] with episode seed seed_offset + i; `max_parents`, where given, is
+    each row's in-degree bound for the exact surrogate. `teacher`: with the teacher's calls, played with the
+    `surrogate` (default exact)."""
     from training.tasks.causal.splits import scm_row, teacher_calls
 
     rows = []
     for i in range(n):
         row = scm_row(scms[i % len(scms)], seed=seed_offset + i, budget=budget, initial_samples=initial_samples)
+        if max_parents is not None:
+            row["max_parents"] = max_parents
         if teacher:
-            row["reference_calls_json"] = json.dumps(teacher_calls(row))
+            row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate or "exact"))
         rows.append(row)
     return rows
 
@@ -91,7 +95,8 @@ def check_counts(budget: int | None, initial_samples: int | None) -> tuple[int, 
 
 def add_episode_source_arguments(parser, episodes: int) -> None:
     """The options every causal evaluation command takes for where its episodes come from (`split_rows` reads
-    them): --split, --scm, --budget, --initial_samples, --surrogate, --episodes (default `episodes`), --limit."""
+    them): --split, --scm, --budget, --initial_samples, --surrogate, --max_parents, --episodes (default `episodes`),
+    --limit."""
     from training.tasks.causal.env import SAMPLED_SURROGATES
 
     parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
@@ -101,10 +106,30 @@ def add_episode_source_arguments(parser, episodes: int) -> None:
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
                                                                            "the rows')")
     parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
-                        help="the environment's surrogate (additive: nonlinear mechanisms)")
+                        help="the environment's surrogate (additive: nonlinear mechanisms; learned: SCMs larger than "
+                             "the exact one handles)")
+    parser.add_argument("--max_parents", type=int, default=None,
+                        help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
     parser.add_argument("--episodes", type=int, default=episodes, help="episodes per row (environment seeds "
                                                                        "0..N-1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+
+
+def episode_source(args) -> tuple[list[dict], str]:
+    """(rows, description) of the options `add_episode_source_arguments` declared, each row checked to fit the
+    chosen surrogate (`env.check_surrogate_fits`: its size, its in-degree bound)."""
+    from training.tasks.causal.env import EpisodeError, check_surrogate_fits
+
+    rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
+    rows = rows[: args.limit]
+    if args.max_parents is not None:
+        rows = [{**r, "max_parents": args.max_parents} for r in rows]
+    for i, r in enumerate(rows):
+        try:
+            check_surrogate_fits(args.surrogate, int(r["n_vars"]), r.get("max_parents"))
+        except EpisodeError as err:
+            raise BadInputError(f"{source}: row {i}: {err}") from None
+    return rows, source
 
 
 def split_rows(split: str | None, scm: str | None, budget: int | None = None,

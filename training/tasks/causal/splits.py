@@ -31,7 +31,7 @@ import numpy as np
 
 from training.run_setup.prompt_datasets import write_split_files
 from training.tasks.causal.belief_policy import teacher
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
+from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, make_causal_env
 from training.tasks.causal.scm.families import FAMILIES, random_scm
 from training.tasks.causal.scm.scm import SCM
 
@@ -79,11 +79,11 @@ def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: 
     return {"prompt": causal_prompt(row), **row}
 
 
-def play_episode(row: dict, policy) -> tuple[str, list[dict], list[str]]:
+def play_episode(row: dict, policy, surrogate: str = "exact") -> tuple[str, list[dict], list[str]]:
     """The row's own episode (its seed) played by a scripted policy to the budget, or until the policy stops (returns
     None): reset's text, the calls as `{name, arguments}` and what the environment answered to each. The policy's
-    generator is `default_rng(row seed + TEACHER_SEED_OFFSET)`."""
-    env = CausalEnv()
+    generator is `default_rng(row seed + TEACHER_SEED_OFFSET)`; the environment has the `surrogate`."""
+    env = make_causal_env(surrogate)()
     reset_text = env.reset(**row)
     rng = np.random.default_rng(int(row["seed"]) + TEACHER_SEED_OFFSET)
     calls, results = [], []
@@ -100,9 +100,9 @@ def play_episode(row: dict, policy) -> tuple[str, list[dict], list[str]]:
     return reset_text, calls, results
 
 
-def teacher_calls(row: dict) -> list[dict]:
+def teacher_calls(row: dict, surrogate: str = "exact") -> list[dict]:
     """The teacher's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
-    return play_episode(row, teacher())[1]
+    return play_episode(row, teacher(), surrogate)[1]
 
 
 def make_rows(n: int, seed_offset: int, with_teacher: bool, start: int = 0) -> list[dict]:

@@ -5,10 +5,11 @@
 
 writes the SCM's train rows (`--episodes` of them, with the teacher's traces the recipe's warm start imitates)
 and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.causal.scm_rows`), then runs
-`training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and
-`--environment_factory` is `training.tasks.causal.env.CausalEnvAdditive` (the additive surrogate: users' mechanisms are
-rarely linear). Every other flag goes to `training.train` as is; `--train_file` and `--heldout_file` are refused
-(the rows come from the SCM).
+`training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and the environment is
+the `--surrogate`'s (default additive: users' mechanisms are rarely linear; exact for linear SCMs of up to 16
+variables; learned for larger ones), `training.tasks.causal.env.ENVIRONMENTS`. `--max_parents` sets the exact
+surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is; `--train_file` and
+`--heldout_file` are refused (the rows come from the SCM).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from pathlib import Path
 
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.run_setup.prompt_datasets import write_split_files
+from training.tasks.causal.env import ENVIRONMENTS, EpisodeError, check_surrogate_fits
 from training.tasks.causal.scm.user_scm import UserSCMError
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
 
-DEFAULT_ENVIRONMENT = "training.tasks.causal.env.CausalEnvAdditive"
+DEFAULT_SURROGATE = "additive"
 ROWS_DIR = "scm_rows"
 
 
@@ -35,15 +37,22 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
     parser.add_argument("--episodes", type=int, default=64, help="train rows (episodes of the SCM)")
     parser.add_argument("--heldout_episodes", type=int, default=8, help="held-out rows")
+    parser.add_argument("--surrogate", choices=sorted(ENVIRONMENTS), default=None,
+                        help=f"the environment's surrogate (default {DEFAULT_SURROGATE})")
+    parser.add_argument("--max_parents", type=int, default=None,
+                        help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
     args, rest = parser.parse_known_args(argv)
     given = {flag.split("=", 1)[0] for flag in rest if flag.startswith("--")}
     clash = sorted(given & {"--train_file", "--heldout_file"})
     if clash:
         raise BadInputError(f"{', '.join(clash)}: the rows come from --scm; run training.train for your own rows")
+    if "--environment_factory" in given and args.surrogate is not None:
+        raise BadInputError("--surrogate and --environment_factory: give one of them")
     if "--config" not in given:
         rest = ["--config", str(CAUSAL_RECIPE), *rest]
     if "--environment_factory" not in given:
-        rest = [*rest, "--environment_factory", DEFAULT_ENVIRONMENT]
+        args.surrogate = args.surrogate or DEFAULT_SURROGATE
+        rest = [*rest, "--environment_factory", ENVIRONMENTS[args.surrogate]]
     return args, rest
 
 
@@ -57,10 +66,17 @@ def write_rows(args: argparse.Namespace) -> Path:
         scm = load_scm_file(args.scm)
     except UserSCMError as err:
         raise BadInputError(f"--scm: {err}") from None
+    if args.surrogate is not None:
+        try:
+            check_surrogate_fits(args.surrogate, scm.d, args.max_parents)
+        except EpisodeError as err:
+            raise BadInputError(f"--scm {args.scm}: {err}") from None
     out = Path(args.output_dir).expanduser().resolve() / ROWS_DIR
-    write_split_files(out, {"train": episode_rows([scm], args.episodes, 0, budget, initial, teacher=True),
-                            "heldout": episode_rows([scm], args.heldout_episodes, HELDOUT_SEED_OFFSET, budget,
-                                                    initial)})
+    settings = {"max_parents": args.max_parents} if args.max_parents is not None else {}
+    write_split_files(out, {
+        "train": episode_rows([scm], args.episodes, 0, budget, initial, teacher=True, surrogate=args.surrogate,
+                              **settings),
+        "heldout": episode_rows([scm], args.heldout_episodes, HELDOUT_SEED_OFFSET, budget, initial, **settings)})
     return out
 
 

@@ -1,4 +1,4 @@
-"""Seeded random SCMs: four graph families x two mechanism families, 3 to 10 variables.
+"""Seeded random SCMs: four graph families x two mechanism families, 3 to 100 variables (the splits use 4 to 6).
 
 Graph families (built on positions 0..d-1, then labelled by a seeded random permutation of the names X0..X{d-1},
 so a variable's name never tells its place in the graph):
@@ -33,7 +33,7 @@ from training.tasks.causal.scm.scm import SCM, ExpressionMechanism, LinearMechan
 
 FAMILIES = ("chain", "fork", "star", "er")
 MECHANISMS = ("linear", "nonlinear")
-MIN_VARS, MAX_VARS = 3, 10
+MIN_VARS, MAX_VARS = 3, 100
 WEIGHT_RANGE = (0.5, 1.5)
 NOISE_STD_RANGE = (0.5, 1.0)
 NONLINEAR_TERMS = {"tanh": "tanh({x})", "sin": "sin({x})", "softquad": "square({x}) / (1 + abs({x}))"}

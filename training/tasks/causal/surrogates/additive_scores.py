@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.tasks.causal.surrogates.linear_scores import CONSTANT_REL_SD
-from training.tasks.causal.surrogates.subsets import subset_plan
+from training.tasks.causal.surrogates.subsets import score_plan
 
 ATOMS = ("x", "sin(x)", "cos(x)", "tanh(x)", "x^2/(1+|x|)")  # per parent, in the mechanism language's units
 FEATURES = len(ATOMS)
@@ -106,7 +106,7 @@ def node_design(samples: np.ndarray, intervened: np.ndarray, v: int, basis: Basi
 def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY) -> np.ndarray:
     """log BF_v(S) for every node v and mask S of one data set: (d, 2^d), -inf where v in S."""
     d, features = samples.shape[1], basis.size
-    plan = subset_plan(d)
+    plan = score_plan(d)
     out = np.full((d, 1 << d), -np.inf)
     out[np.arange(d), 0] = 0.0
     designs = [node_design(samples, intervened, v, basis) for v in range(d)]
@@ -139,4 +139,4 @@ def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray, basis: B
 
 def log_local_scores_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY) -> np.ndarray:
     """log beta_v(S) = log rho(S) + log BF_v(S), shape (d, 2^d) (-inf where v in S)."""
-    return subset_plan(samples.shape[1]).log_prior + log_bayes_factors_rows(samples, intervened, basis)
+    return score_plan(samples.shape[1]).log_prior + log_bayes_factors_rows(samples, intervened, basis)

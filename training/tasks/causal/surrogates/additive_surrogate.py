@@ -19,7 +19,7 @@ from training.tasks.causal.surrogates.additive_scores import NodeDesign, log_loc
 from training.tasks.causal.surrogates.exact_surrogate import row_entropies, topological_order
 from training.tasks.causal.surrogates.linear_scores import check_batch
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
-from training.tasks.causal.surrogates.subsets import MAX_VARS, members
+from training.tasks.causal.surrogates.subsets import FULL_SPACE_VARS, members
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
@@ -73,7 +73,7 @@ class AdditiveSurrogate:
     name = "additive"
 
     def __init__(self, variables: list[str], target: str):
-        check_variables(variables, target, "additive", MAX_VARS)
+        check_variables(variables, target, "additive", FULL_SPACE_VARS)
         self.variables, self.target = list(variables), target
         self.t, self.d = self.variables.index(target), len(variables)
         self.samples = np.zeros((0, self.d))

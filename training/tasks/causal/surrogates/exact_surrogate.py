@@ -27,13 +27,16 @@ from training.tasks.causal.surrogates.linear_scores import (
     merge_single_rows,
 )
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
-from training.tasks.causal.surrogates.subsets import MAX_VARS, members
+from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, members, parent_bound
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
     entropy_nats,
     posterior_from_mask_probs,
 )
+
+
+LOOKAHEAD_ENTRIES = 1 << 22  # scores per DP call in `what_if_many` (32 MiB of float64 per array)
 
 
 @dataclass
@@ -71,15 +74,18 @@ class LinearModel:
 
 
 class ExactSurrogate:
-    """Exact posterior over the target's parent set for linear-Gaussian data (see module docstring)."""
+    """Exact posterior over the target's parent set for linear-Gaussian data (see module docstring), over the DAGs
+    whose nodes have at most `max_parents` parents (`subsets.parent_bound`: no bound up to 10 variables, 3 above,
+    unless set)."""
 
     name = "exact"
 
-    def __init__(self, variables: list[str], target: str):
-        check_variables(variables, target, "exact", MAX_VARS)
+    def __init__(self, variables: list[str], target: str, max_parents: int | None = None):
+        check_variables(variables, target, "exact", EXACT_MAX_VARS)
         self.variables, self.target = list(variables), target
         self.t = self.variables.index(target)
         self.d = len(variables)
+        self.max_parents = parent_bound(self.d, max_parents)
         self.stats = NodeStats.empty(self.d)
         self.updates = 0
         self._set_state(*self._score([self.stats]))
@@ -89,7 +95,7 @@ class ExactSurrogate:
         count = np.stack([s.count for s in stats_list])
         mean = np.stack([s.mean for s in stats_list])
         m2 = np.stack([s.m2 for s in stats_list])
-        log_beta = log_local_scores(count, mean, m2)
+        log_beta = log_local_scores(count, mean, m2, self.max_parents)
         log_post, _ = parent_log_posterior(log_beta, self.t)
         return log_beta, log_post
 
@@ -105,19 +111,15 @@ class ExactSurrogate:
         self.updates += 1
 
     def posterior(self) -> ParentPosterior:
-        return posterior_from_mask_probs(self.mask_probs, self.variables, self.target)
+        return posterior_from_mask_probs(self.mask_probs, self.variables, self.target, self.max_parents)
 
     def entropy(self) -> float:
         return self._entropy
 
     def edge_marginals(self) -> np.ndarray:
         """P(X_j ∈ Pa(target)) in variable order (0 for the target itself)."""
-        d = self.d
-        out = np.zeros(d)
-        for m, p in enumerate(self.mask_probs):
-            for j in members(m, d):
-                out[j] += p
-        return out
+        bits = (np.arange(len(self.mask_probs))[:, None] >> np.arange(self.d)) & 1
+        return self.mask_probs @ bits
 
     def copy(self) -> ExactSurrogate:
         new = object.__new__(ExactSurrogate)
@@ -141,18 +143,22 @@ class ExactSurrogate:
 
     # ---- lookahead -------------------------------------------------------------------------------------------
     def what_if_many(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """Entropy after adding each (samples, intervened) batch to the current data, without mutating: one batched
-        scoring + DP call for all of them."""
+        """Entropy after adding each (samples, intervened) batch to the current data, without mutating: batched
+        scoring + DP calls of at most `LOOKAHEAD_ENTRIES` scores each (one call for every batch up to 10 variables)."""
         if not batches:
             return np.zeros(0)
         checked = [check_batch(s, m, self.d) for s, m in batches]
+        step = max(1, LOOKAHEAD_ENTRIES // (self.d << self.d))  # data sets per DP call: bounded memory at large d
+        return np.concatenate([self._entropies_after(checked[i:i + step]) for i in range(0, len(checked), step)])
+
+    def _entropies_after(self, checked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         if all(len(s) == 1 for s, _ in checked):  # single rows (greedy EIG): one vectorised Welford update
             count, mean, m2 = merge_single_rows(self.stats, np.concatenate([s for s, _ in checked]),
                                                 np.concatenate([m for _, m in checked]))
         else:
             stats = [merge_rows(self.stats, s, m) for s, m in checked]
             count, mean, m2 = (np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
-        log_post = parent_log_posterior(log_local_scores(count, mean, m2), self.t)[0]
+        log_post = parent_log_posterior(log_local_scores(count, mean, m2, self.max_parents), self.t)[0]
         return row_entropies(log_post)
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
@@ -264,12 +270,12 @@ def topological_order(parents: list[list[int]]) -> list[int]:
 
 
 def update_many(surrogates: list[ExactSurrogate], batches: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    """`s.update(*batch)` for every pair, with one batched scoring + DP call per distinct (d, target) group."""
+    """`s.update(*batch)` for every pair, with one batched scoring + DP call per distinct (d, target, bound) group."""
     if len(surrogates) != len(batches):
         raise ValueError(f"{len(surrogates)} surrogates but {len(batches)} batches")
-    groups: dict[tuple[int, int], list[int]] = {}
+    groups: dict[tuple[int, int, int], list[int]] = {}
     for i, s in enumerate(surrogates):
-        groups.setdefault((s.d, s.t), []).append(i)
+        groups.setdefault((s.d, s.t, s.max_parents), []).append(i)
     for idx in groups.values():
         stats = [merge_rows(surrogates[i].stats, *check_batch(*batches[i], surrogates[i].d)) for i in idx]
         log_beta, log_post = surrogates[idx[0]]._score(stats)

@@ -9,7 +9,8 @@ the rows where X_v was intervened on (reverse direction), their absolute values,
 imitation of the exact surrogate's parent marginals (binary cross-entropy against those soft targets) on data from
 seeded linear SCMs of 3 to 6 variables under random interventions (`pretrain`). The weights are cached under
 STRICT_GRPO_CACHE (`causal_learned_surrogate/<fingerprint>.pt`, written to a temporary file then renamed), the
-fingerprint being a hash of every pretraining setting; pretraining takes a few seconds on one CPU thread.
+fingerprint a hash of the pretraining settings, the code that pretrains, the library versions and the thread count
+(`_fingerprint`); pretraining takes a few seconds on one CPU thread.
 
 Per-episode part (what `update` trains). A soft-gated linear-Gaussian model of every node, as in DCDI (Brouillard et
 al. 2020, "Differentiable causal discovery from interventional data"): gates G_vj = sigmoid(Gamma_vj), weights
@@ -33,16 +34,15 @@ import json
 import os
 import tempfile
 from functools import lru_cache
-from itertools import product
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from training.tasks.causal.surrogates.exact_surrogate import LinearModel, topological_order
 from training.tasks.causal.surrogates.linear_scores import NodeStats, check_batch, correlations, merge_rows
-from training.tasks.causal.surrogates.subsets import MAX_VARS
-from training.tasks.causal.surrogates.surrogate import ParentPosterior
+from training.tasks.causal.surrogates.surrogate import IndependentParentPosterior, check_variables
 
 N_FEATURES = 11
 PRETRAIN = {"version": 1, "n_scms": 160, "sizes": [3, 4, 5, 6], "snapshots": [0, 3, 8, 16, 30], "initial": 5,
@@ -89,7 +89,18 @@ class PairMLP(nn.Module):
 
 
 def _fingerprint(settings: dict) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    """Everything that changes the pretrained weights: the settings, the code that makes the data and trains (this
+    module and the SCM, score and DP modules it calls), the numpy and torch versions and torch's thread count."""
+    import importlib
+
+    modules = ["training.tasks.causal.surrogates.learned_surrogate", "training.tasks.causal.scm.families",
+               "training.tasks.causal.scm.scm", "training.tasks.causal.surrogates.linear_scores",
+               "training.tasks.causal.surrogates.structure_posterior", "training.tasks.causal.surrogates.subsets"]
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for name in modules:
+        h.update(Path(importlib.import_module(name).__file__).read_bytes())
+    h.update(f"numpy {np.__version__} torch {torch.__version__} threads {torch.get_num_threads()}".encode())
+    return h.hexdigest()[:16]
 
 
 def cache_path(settings: dict = PRETRAIN) -> Path:
@@ -169,6 +180,23 @@ def _pretrained_cached(key: str) -> PairMLP:
     return model
 
 
+def _reaches(parents: list[list[int]], start: int, goal: int) -> bool:
+    """Whether `goal` is reachable from `start` along parent -> child edges (`parents[v]` are v's parents): the
+    edge j -> v closes a cycle iff j is reachable from v."""
+    children: dict[int, list[int]] = {}
+    for v, ps in enumerate(parents):
+        for p in ps:
+            children.setdefault(p, []).append(v)
+    seen, stack = {start}, [start]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            if c == goal:
+                return True
+            if c not in seen:
+                seen.add(c), stack.append(c)
+    return start == goal
+
+
 def pretrained_model(settings: dict = PRETRAIN) -> PairMLP:
     return _pretrained_cached(json.dumps(settings, sort_keys=True))
 
@@ -180,10 +208,7 @@ class LearnedSurrogate:
 
     def __init__(self, variables: list[str], target: str, steps: int = 20, lr: float = 0.05,
                  prior_weight: float = 5.0, settings: dict = PRETRAIN):
-        if target not in variables:
-            raise ValueError(f"target: {target!r} is not one of the variables {variables}")
-        if not 2 <= len(variables) <= MAX_VARS:
-            raise ValueError(f"variables: 2..{MAX_VARS} supported, got {len(variables)}")
+        check_variables(variables, target, "learned", None)
         self.variables, self.target = list(variables), target
         self.d, self.t = len(variables), variables.index(target)
         self.steps, self.lr, self.prior_weight = steps, lr, prior_weight
@@ -237,31 +262,78 @@ class LearnedSurrogate:
         self.samples = np.vstack([self.samples, samples])
         self.intervened = np.vstack([self.intervened, intervened])
         self.prior_logits = self._amortised_logits()
-        for _ in range(self.steps):
-            self.opt.zero_grad()
-            loss = self._loss()
-            loss.backward()
-            self.opt.step()
+        with torch.enable_grad():  # an evaluation loop plays episodes under no_grad; the refinement still trains
+            for _ in range(self.steps):
+                self.opt.zero_grad()
+                loss = self._loss()
+                loss.backward()
+                self.opt.step()
         self.updates += 1
 
     def marginals(self) -> np.ndarray:
         with torch.no_grad():
             return torch.sigmoid(self.gamma[self.t]).numpy().astype(float) * (np.arange(self.d) != self.t)
 
-    def posterior(self) -> ParentPosterior:
+    def posterior(self) -> IndependentParentPosterior:
         p = self.marginals()
-        cands = [j for j in range(self.d) if j != self.t]
-        sets, probs = [], []
-        for bits in product((0, 1), repeat=len(cands)):
-            sets.append(frozenset(self.variables[j] for j, b in zip(cands, bits) if b))
-            probs.append(np.prod([p[j] if b else 1 - p[j] for j, b in zip(cands, bits)]))
-        probs = np.array(probs)
-        return ParentPosterior(self.target, tuple(sets), probs / probs.sum(),
-                               {self.variables[j]: float(p[j]) for j in cands})
+        return IndependentParentPosterior(self.target, {self.variables[j]: float(p[j]) for j in range(self.d)
+                                                        if j != self.t})
 
     def entropy(self) -> float:
-        p = np.clip(self.marginals()[[j for j in range(self.d) if j != self.t]], 1e-12, 1 - 1e-12)
-        return float(-(p * np.log(p) + (1 - p) * np.log(1 - p)).sum())
+        return self.posterior().entropy()
+
+    def gates(self) -> np.ndarray:
+        """P(X_j ∈ Pa(X_v)) for every node v (rows) and candidate j (columns), 0 on the diagonal."""
+        with torch.no_grad():
+            return torch.sigmoid(self.gamma).numpy().astype(float) * ~np.eye(self.d, dtype=bool)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Rows per node that a draw's parameters come from (the belief line needs >= 2 for every node)."""
+        return self.stats.count
+
+    def posterior_models(self, n: int, rng: np.random.Generator) -> list[LinearModel]:
+        """n linear-Gaussian models: each edge j -> v drawn with probability G_vj, an edge that would close a cycle
+        dropped (edges added in decreasing G), and the fitted weights, biases and noise scales in the data's units.
+        The draws spread over structures only (the parameters are the point estimates)."""
+        if len(self.samples) < 2:
+            raise ValueError("posterior_models needs >= 2 rows")
+        gates = self.gates()
+        with torch.no_grad():
+            weight, bias = self.weight.numpy().astype(float), self.bias.numpy().astype(float)
+            noise = np.exp(self.log_sd.numpy().astype(float))
+        mu, sd = self._mu, self._sd
+        ranked = sorted(zip(*np.nonzero(gates > 0)), key=lambda e: -gates[e])
+        models = []
+        for present in rng.random((n, self.d, self.d)) < gates:
+            parents = [[] for _ in range(self.d)]
+            for v, j in ranked:
+                if present[v, j] and not _reaches(parents, v, j):
+                    parents[v].append(int(j))
+            parents = [sorted(p) for p in parents]
+            centre = [mu[p] for p in parents]
+            coef = [sd[v] * weight[v, p] / sd[p] for v, p in enumerate(parents)]
+            models.append(LinearModel(topological_order(parents), parents, mu + sd * bias, centre, coef, sd * noise))
+        return models
+
+    def entropy_after(self, samples: np.ndarray, intervened: np.ndarray) -> float:
+        """The entropy after adding a batch, without mutating: a copy updated with it (`steps` Adam steps). No
+        batched `what_if_many`: greedy EIG's hundreds of candidates a call would each train a copy."""
+        new = self.copy()
+        new.update(samples, intervened)
+        return new.entropy()
+
+    def expected_gain(self, do: tuple[int, float] | None, mask: np.ndarray, draws: int,
+                      rng: np.random.Generator) -> float | None:
+        """The entropy drop the surrogate expects of a call (nats), as `ExactSurrogate.expected_gain`: the current
+        entropy minus the mean entropy after the call's rows as answered by `draws` models from `posterior_models`.
+        None before 2 rows per node."""
+        if np.any(self.stats.count < 2):
+            return None
+        fixed = {} if do is None else {do[0]: do[1]}
+        answers = [(model.simulate(fixed, rng.standard_normal(mask.shape)), mask)
+                   for model in self.posterior_models(draws, rng)]
+        return float(self.entropy() - np.mean([self.entropy_after(*a) for a in answers]))
 
     def copy(self) -> LearnedSurrogate:
         import copy

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.tasks.causal.surrogates.subsets import subset_plan
+from training.tasks.causal.surrogates.subsets import score_plan
 
 RIDGE = 1e-10
 CONSTANT_REL_SD = 1e-10
@@ -126,12 +126,14 @@ def correlations(stats_count: np.ndarray, stats_mean: np.ndarray, stats_m2: np.n
     return corr, constant
 
 
-def log_bayes_factors(count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
-    """log BF_v(S) for every node v and every mask S not containing v: (B, d, 2^d), -inf where v in S.
+def log_bayes_factors(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None
+                      ) -> np.ndarray:
+    """log BF_v(S) for every node v and every mask S not containing v of at most `max_parents` members
+    (`subsets.parent_bound`): (B, d, 2^d), -inf where v in S or S is larger.
 
     `count` (B, d), `mean` (B, d, d), `m2` (B, d, d, d) are stacked `NodeStats` of B independent data sets."""
     b, d = count.shape
-    plan = subset_plan(d)
+    plan = score_plan(d, max_parents)
     corr, constant = correlations(count, mean, m2)
     n = count  # (B, d)
     nu = n - 1.0
@@ -158,7 +160,8 @@ def log_bayes_factors(count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np
     return out
 
 
-def log_local_scores(count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
-    """log beta_v(S) = log rho(S) + log BF_v(S), shape (B, d, 2^d) (-inf where v in S)."""
+def log_local_scores(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None
+                     ) -> np.ndarray:
+    """log beta_v(S) = log rho(S) + log BF_v(S), shape (B, d, 2^d) (-inf where v in S or |S| > the bound)."""
     d = count.shape[-1]
-    return subset_plan(d).log_prior[None] + log_bayes_factors(count, mean, m2)
+    return score_plan(d, max_parents).log_prior[None] + log_bayes_factors(count, mean, m2, max_parents)

@@ -1,8 +1,14 @@
-"""Bitmask bookkeeping for subsets of d variables (d <= 10), shared by the local scores and the structure DP.
+"""Bitmask bookkeeping for subsets of d variables, shared by the local scores and the structure DP.
 
-A subset S of {0..d-1} is the integer mask sum_{i in S} 2^i; `SubsetPlan(d)` precomputes, once per d, the index
-arrays that let the scores and the dynamic programme run as a few vectorised numpy operations per subset size
-instead of Python loops over the 2^d subsets.
+A subset S of {0..d-1} is the integer mask sum_{i in S} 2^i. `subset_plan(d)` precomputes, once per d, the index
+arrays that let the dynamic programme run as a few vectorised numpy operations per subset size instead of Python
+loops over the 2^d subsets; `score_plan(d, k)` the (node, parent set) pairs the local scores are computed for, the
+parent sets of at most k variables (the in-degree bound), and the parent-set prior over them.
+
+The in-degree bound (`parent_bound`): up to `FULL_SPACE_VARS` variables every parent set is scored (k = d - 1:
+the seeded families' star graphs give the target d - 1 parents); above, a user's bound, `DEFAULT_MAX_PARENTS` unless
+set. The scores then cost d * sum_{j <= k} C(d - 1, j) regressions instead of d 2^(d - 1), and the DP, still over all
+2^d node sets, is what limits the exact surrogate to `EXACT_MAX_VARS` variables.
 """
 
 from __future__ import annotations
@@ -14,12 +20,25 @@ from math import comb
 
 import numpy as np
 
-MAX_VARS = 10
+FULL_SPACE_VARS = 10  # every parent set is scored up to this many variables
+EXACT_MAX_VARS = 16  # the DP's 2^d node sets: BENCHMARKS.md "Exact surrogate update cost"
+DEFAULT_MAX_PARENTS = 3
+
+
+def parent_bound(d: int, max_parents: int | None = None) -> int:
+    """The in-degree bound for d variables: `max_parents` (at most d - 1) where given, else d - 1 (no bound) up to
+    `FULL_SPACE_VARS` variables and `DEFAULT_MAX_PARENTS` above."""
+    if max_parents is None:
+        return d - 1 if d <= FULL_SPACE_VARS else DEFAULT_MAX_PARENTS
+    if isinstance(max_parents, bool) or not isinstance(max_parents, int) or max_parents < 1:
+        raise ValueError(f"max_parents: must be an int >= 1, got {max_parents!r}")
+    return min(max_parents, d - 1)
 
 
 def popcount(masks: np.ndarray) -> np.ndarray:
     masks = np.asarray(masks, dtype=np.int64)
-    return np.array([bin(int(m)).count("1") for m in masks.ravel()], dtype=np.int64).reshape(masks.shape)
+    bits = 64 if masks.size == 0 else max(int(masks.max()).bit_length(), 1)
+    return ((masks[..., None] >> np.arange(bits)) & 1).sum(axis=-1)
 
 
 def mask_of(indices) -> int:
@@ -56,41 +75,58 @@ class Layer:
 @dataclass(frozen=True)
 class SubsetPlan:
     d: int
-    size_groups: tuple[SizeGroup, ...]  # k = 1 .. d - 1 (k = 0 needs no linear algebra)
     layers: tuple[Layer, ...]  # k = 0 .. d
     sizes: np.ndarray  # (2^d,) popcount of each mask
-    log_prior: np.ndarray  # (d, 2^d): log rho(S) = -log C(d-1, |S|) for S not containing v, -inf otherwise
     with_bit: tuple[np.ndarray, ...]  # per bit b: masks containing b
     without_bit: tuple[np.ndarray, ...]  # per bit b: masks not containing b
 
 
+@dataclass(frozen=True)
+class ScorePlan:
+    d: int
+    max_parents: int
+    size_groups: tuple[SizeGroup, ...]  # k = 1 .. max_parents (k = 0 needs no linear algebra)
+    log_prior: np.ndarray  # (d, 2^d): log rho(S) = -log C(d-1, |S|) for S ∌ v with |S| <= max_parents, else -inf
+
+
+def _bits(masks: np.ndarray, d: int) -> np.ndarray:
+    return ((masks[:, None] >> np.arange(d)) & 1).astype(bool)
+
+
 @lru_cache(maxsize=None)
 def subset_plan(d: int) -> SubsetPlan:
-    if not 1 <= d <= MAX_VARS:
-        raise ValueError(f"subset plans support 1..{MAX_VARS} variables, got {d}")
-    n_masks = 1 << d
-    all_masks = np.arange(n_masks, dtype=np.int64)
+    if not 1 <= d <= EXACT_MAX_VARS:
+        raise ValueError(f"subset plans support 1..{EXACT_MAX_VARS} variables, got {d}")
+    all_masks = np.arange(1 << d, dtype=np.int64)
     sizes = popcount(all_masks)
+    layers = []
+    for k in range(d + 1):
+        masks = all_masks[sizes == k]
+        bits = _bits(masks, d)
+        mem = np.nonzero(bits)[1].reshape(len(masks), k)  # row-major: each row's members ascending
+        non = np.nonzero(~bits)[1].reshape(len(masks), d - k)
+        layers.append(Layer(masks, mem, masks[:, None] & ~(1 << mem), non, masks[:, None] | (1 << non)))
+    return SubsetPlan(
+        d=d, layers=tuple(layers), sizes=sizes,
+        with_bit=tuple(all_masks[(all_masks >> b & 1) == 1] for b in range(d)),
+        without_bit=tuple(all_masks[(all_masks >> b & 1) == 0] for b in range(d)),
+    )
+
+
+@lru_cache(maxsize=None)
+def score_plan(d: int, max_parents: int | None = None) -> ScorePlan:
+    """The scored (node, parent set) pairs and the prior for d variables under the bound `parent_bound(d, max_parents)`."""
+    k_max = parent_bound(d, max_parents)
+    sizes = subset_plan(d).sizes
     groups = []
-    for k in range(1, d):
+    for k in range(1, k_max + 1):
         nodes, masks, idx = [], [], []
         for v in range(d):
             for s in combinations([i for i in range(d) if i != v], k):
                 nodes.append(v), masks.append(mask_of(s)), idx.append(s)
         groups.append(SizeGroup(k, np.array(nodes), np.array(masks, dtype=np.int64), np.array(idx, dtype=np.int64)))
-    layers = []
-    for k in range(d + 1):
-        masks = all_masks[sizes == k]
-        mem = np.array([members(int(m), d) for m in masks], dtype=np.int64).reshape(len(masks), k)
-        non = np.array([[i for i in range(d) if not m >> i & 1] for m in masks], dtype=np.int64).reshape(
-            len(masks), d - k)
-        layers.append(Layer(masks, mem, masks[:, None] & ~(1 << mem), non, masks[:, None] | (1 << non)))
-    log_prior = np.full((d, n_masks), -np.inf)
+    log_prior = np.full((d, 1 << d), -np.inf)
     for v in range(d):
-        free = (all_masks >> v & 1) == 0
-        log_prior[v, free] = -np.log([comb(d - 1, int(s)) for s in sizes[free]])
-    return SubsetPlan(
-        d=d, size_groups=tuple(groups), layers=tuple(layers), sizes=sizes, log_prior=log_prior,
-        with_bit=tuple(all_masks[(all_masks >> b & 1) == 1] for b in range(d)),
-        without_bit=tuple(all_masks[(all_masks >> b & 1) == 0] for b in range(d)),
-    )
+        allowed = ((np.arange(1 << d) >> v & 1) == 0) & (sizes <= k_max)
+        log_prior[v, allowed] = -np.log([comb(d - 1, int(s)) for s in sizes[allowed]])
+    return ScorePlan(d, k_max, tuple(groups), log_prior)

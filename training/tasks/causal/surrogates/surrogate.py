@@ -44,12 +44,47 @@ class ParentPosterior:
         return float(dict(zip(self.sets, self.probs)).get(frozenset(parents), 0.0))
 
 
-def check_variables(variables: list[str], target: str, name: str, max_vars: int) -> None:
-    """A surrogate's variables: the target among them, 2..`max_vars` of them (`name` says which surrogate)."""
+class SurrogateSizeError(ValueError):
+    """An SCM with more variables than the chosen surrogate handles; the message names the size, the limit and the
+    surrogate that handles it."""
+
+
+@dataclass(frozen=True)
+class IndependentParentPosterior:
+    """A parent-set distribution whose candidates are independent Bernoullis with P(X_j ∈ Pa) = `marginals[X_j]`:
+    the same reads as `ParentPosterior` without listing the 2^(d-1) sets (a surrogate for large graphs)."""
+
+    target: str
+    marginals: dict[str, float]
+
+    def entropy(self) -> float:
+        p = np.clip(np.array(list(self.marginals.values()), dtype=float), 1e-12, 1 - 1e-12)
+        return float(-(p * np.log(p) + (1 - p) * np.log(1 - p)).sum())
+
+    def map_set(self) -> frozenset[str]:
+        return self.marginal_set(0.5)
+
+    def marginal_set(self, threshold: float = 0.5) -> frozenset[str]:
+        return frozenset(v for v, p in self.marginals.items() if p > threshold)
+
+    def probability(self, parents) -> float:
+        parents = frozenset(parents)
+        if not parents <= set(self.marginals):
+            return 0.0
+        return float(np.prod([p if v in parents else 1.0 - p for v, p in self.marginals.items()]))
+
+
+def check_variables(variables: list[str], target: str, name: str, max_vars: int | None) -> None:
+    """A surrogate's variables: the target among them, 2..`max_vars` of them (`name` says which surrogate; None:
+    no upper limit)."""
     if target not in variables:
         raise ValueError(f"target: {target!r} is not one of the variables {variables}")
-    if not 2 <= len(variables) <= max_vars:
-        raise ValueError(f"variables: the {name} surrogate handles 2..{max_vars} variables, got {len(variables)}")
+    if len(variables) < 2:
+        raise ValueError(f"variables: a surrogate needs at least 2 variables, got {len(variables)}")
+    if max_vars is not None and len(variables) > max_vars:
+        raise SurrogateSizeError(
+            f"variables: the SCM has {len(variables)} variables, more than the {max_vars} the {name} surrogate handles; "
+            f"the learned surrogate handles any number (--surrogate learned)")
 
 
 def entropy_nats(p: np.ndarray) -> float:
@@ -58,11 +93,14 @@ def entropy_nats(p: np.ndarray) -> float:
     return float(-(nz * np.log(nz)).sum())
 
 
-def posterior_from_mask_probs(probs: np.ndarray, variables: list[str], target: str) -> ParentPosterior:
-    """A `ParentPosterior` from P(Pa_target = S) indexed by bitmask S over `variables` (0 where target ∈ S)."""
+def posterior_from_mask_probs(probs: np.ndarray, variables: list[str], target: str,
+                              max_parents: int | None = None) -> ParentPosterior:
+    """A `ParentPosterior` from P(Pa_target = S) indexed by bitmask S over `variables` (0 where target ∈ S), over the
+    sets of at most `max_parents` members (None: all)."""
     d = len(variables)
     t = variables.index(target)
-    masks = [m for m in range(1 << d) if not m >> t & 1]
+    k = d - 1 if max_parents is None else max_parents
+    masks = [m for m in range(1 << d) if not m >> t & 1 and m.bit_count() <= k]
     sets = tuple(frozenset(variables[i] for i in members(m, d)) for m in masks)
     p = np.asarray(probs, dtype=float)[masks]
     p = p / p.sum()
