@@ -130,7 +130,8 @@ def main() -> None:
                f"{np.__version__}, torch {torch.__version__}, 1 thread")
     lines = [MARK, "## Surrogates at the sizes of real benchmarks (issue 35)", "",
              f"Command: `python -m benchmarks.large_scm_surrogates --sizes {args.sizes} --updates {args.updates} "
-             f"--scms {args.scms} --calls {args.calls} --write BENCHMARKS.md` at {code}. Machine: {machine}. "
+             f"--scms {args.scms} --calls {args.calls} --write BENCHMARKS.md` at commit {code['commit'][:7]}"
+             f"{' (uncommitted changes)' if code['dirty'] else ''}. Machine: {machine}. "
              "Design: the module docstring.", "",
              "Exact surrogate, median seconds per operation (in-degree bound: the default, none up to 10 variables, "
              "3 above):", "",
