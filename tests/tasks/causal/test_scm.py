@@ -129,7 +129,7 @@ def test_bad_specs_raise_naming_the_field():
     with pytest.raises(SCMError, match="does not use its parent"):
         ExpressionMechanism(("A", "C"), "sin(A)")
     with pytest.raises(SCMError, match="n_vars"):
-        random_scm("chain", 11, 0)
+        random_scm("chain", 101, 0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

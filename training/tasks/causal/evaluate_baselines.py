@@ -14,38 +14,12 @@ import argparse
 import time
 from pathlib import Path
 
-from training.run_setup.errors import BadInputError, bad_input_exits
+from training.run_setup.errors import bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.evaluation_task import write_evaluation
-from training.tasks.causal.policy_episodes import baseline_episodes
+from training.tasks.causal.policy_episodes import baseline_episodes, supported_policies
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import add_episode_source_arguments, episode_source
-
-
-LOOKAHEAD_POLICIES = ("greedy_eig",)  # score every candidate by the surrogate's batched `what_if_many`
-
-
-def supported_policies(given: str | None, surrogate: str) -> list[str]:
-    """The policies to run: `given` (comma-separated) or, by default, every policy the surrogate supports (said on
-    stdout when one is left out); refused, naming it, a given policy unknown or one the surrogate cannot run."""
-    from training.tasks.causal.env import build_surrogate
-
-    lookahead = hasattr(build_surrogate(surrogate, ["A", "B"], "B"), "what_if_many")
-    if given is None:
-        names = [p for p in POLICIES if lookahead or p not in LOOKAHEAD_POLICIES]
-        if len(names) < len(POLICIES):
-            print(f"--policies: {', '.join(p for p in POLICIES if p not in names)} left out: the {surrogate} "
-                  f"surrogate has no batched lookahead (what_if_many)")
-        return names
-    names = given.split(",")
-    unknown = [p for p in names if p not in POLICIES]
-    if unknown:
-        raise BadInputError(f"--policies: unknown {unknown}; known: {sorted(POLICIES)}")
-    unsupported = [p for p in names if p in LOOKAHEAD_POLICIES and not lookahead]
-    if unsupported:
-        raise BadInputError(f"--policies: {unsupported} need a surrogate with a batched lookahead (exact, additive); "
-                            f"the {surrogate} surrogate has none")
-    return names
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,7 +45,7 @@ from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.evaluation_task import component_weights, write_evaluation
-from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes
+from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, supported_policies
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, episode_source
 
@@ -95,6 +95,7 @@ def evaluate(argv: list[str] | None = None) -> list[dict]:
         label, decoding, evaluated = args.label or args.baseline, "policy", {"baseline": args.baseline}
         if args.frozen:
             raise BadInputError("--frozen applies to LM policies (the baselines read the live surrogate)")
+        supported_policies(args.baseline, args.surrogate)
         records = baseline_episodes(args.baseline, rows, args.episodes, args.surrogate, weights=weights)
     else:
         unprompted = [i for i, r in enumerate(rows) if not r.get("prompt")]

@@ -27,6 +27,7 @@ import numpy as np
 
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_loop import play_episodes
+from training.run_setup.errors import BadInputError
 from training.tasks.causal.baselines import POLICIES, environment_seed, run_policy
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
@@ -55,6 +56,32 @@ def episode_record(record, row: dict, row_index: int, episode: int, policy: str,
         "goal": record.scm.goal, "best_expected": record.best_expected, "optimum": record.optimum,
         "interventions_on": dict(Counter(s.intervention[0] for s in record.steps if s.intervention is not None)),
     }
+
+
+LOOKAHEAD_POLICIES = ("greedy_eig",)  # score every candidate by the surrogate's batched `what_if_many`
+
+
+def supported_policies(given: str | None, surrogate: str) -> list[str]:
+    """The policies to run: `given` (comma-separated) or, by default, every policy the surrogate supports (said on
+    stdout when one is left out); refused, naming it, a given policy unknown or one the surrogate cannot run."""
+    from training.tasks.causal.env import build_surrogate
+
+    lookahead = hasattr(build_surrogate(surrogate, ["A", "B"], "B"), "what_if_many")
+    if given is None:
+        names = [p for p in POLICIES if lookahead or p not in LOOKAHEAD_POLICIES]
+        if len(names) < len(POLICIES):
+            print(f"--policies: {', '.join(p for p in POLICIES if p not in names)} left out: the {surrogate} "
+                  f"surrogate has no batched lookahead (what_if_many)")
+        return names
+    names = given.split(",")
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown:
+        raise BadInputError(f"--policies: unknown {unknown}; known: {sorted(POLICIES)}")
+    unsupported = [p for p in names if p in LOOKAHEAD_POLICIES and not lookahead]
+    if unsupported:
+        raise BadInputError(f"--policies: {unsupported} need a surrogate with a batched lookahead (exact, additive); "
+                            f"the {surrogate} surrogate has none")
+    return names
 
 
 def baseline_episodes(name: str, rows: list[dict], episodes: int, surrogate: str = "exact",
