@@ -51,6 +51,7 @@ from training.features.value_head import ValueHeadFeature, ValueHeadStepCallback
 from training.features.zero_std_watch import ZeroStdWatch
 from training.outputs import run_files
 from training.outputs.checkpoints import save_complete_checkpoint
+from training.outputs.train_loss import whole_run_loss
 from training.run_setup.config import StrictGRPOConfig, strict_config
 from training.run_setup.errors import MissingPathError
 from training.run_setup.flags import StrictFlags, read_flags
@@ -307,13 +308,25 @@ class StrictGRPOTrainer(GRPOTrainer):
         if "loss" in logs:  # a training-step log, not the end-of-training summary
             logs["memory/rss_mb"] = rss_mb()
             self.reference.add_count(logs)
+        resumed_at = getattr(self, "_initial_global_step", 0)
+        if "train_loss" in logs and resumed_at > 0:  # a resumed run's end: the whole run's mean, not this call's
+            logs["train_loss"], steps = whole_run_loss(self.state.log_history, resumed_at, self._total_loss_scalar,
+                                                       self.state.global_step)
+            if steps != self.state.global_step:
+                logs["train_loss_steps"] = steps
         super().log(logs, start_time)
         if self.health.error is not None:
             raise self.health.error
 
     # ---- checkpoints --------------------------------------------------------------------------------------------
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        super().save_model(output_dir, _internal_call)
+        if self.is_deepspeed_enabled and getattr(self, "deepspeed", None) is None:
+            # a finished run resumed under DeepSpeed builds no engine (nothing to train): the model itself holds the
+            # checkpoint's weights, where transformers' DeepSpeed branch would ask the engine for them
+            if self.args.should_save:
+                self._save(output_dir)
+        else:
+            super().save_model(output_dir, _internal_call)
         if self.value.enabled and self.args.should_save:
             self.value.save(output_dir or self.args.output_dir)
 
@@ -330,6 +343,17 @@ class StrictGRPOTrainer(GRPOTrainer):
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         super()._load_from_checkpoint(resume_from_checkpoint, model)
+        if not self.is_deepspeed_enabled or getattr(self, "deepspeed", None) is None:  # an engine: see below
+            self._restore_strict_state(resume_from_checkpoint)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        # transformers resumes a DeepSpeed engine with `deepspeed_load_checkpoint`, never `_load_from_checkpoint`
+        if checkpoint is not None and self.is_deepspeed_enabled:
+            self._restore_strict_state(checkpoint)
+
+    def _restore_strict_state(self, resume_from_checkpoint) -> None:
+        """The reference adapter, the value head and the features' state of a checkpoint."""
         self.reference.restore(resume_from_checkpoint)
         if self.value.enabled:
             self.value.load(resume_from_checkpoint)

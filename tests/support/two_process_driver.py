@@ -50,6 +50,13 @@ def recording_reward(prompts, completions, trainer_state=None, **kwargs) -> list
     return rewards
 
 
+def half_constant_reward(prompts, completions, trainer_state=None, **kwargs) -> list[float]:
+    """`recording_reward`, but 1.0 for every completion of the prompts whose checksum is even: about half the groups
+    have all-equal rewards, so the zero-std streak moves (up and back to 0) from step to step."""
+    rewards = recording_reward(prompts, completions, trainer_state, **kwargs)
+    return [1.0 if zlib.crc32(_prompt_text(p).encode()) % 2 == 0 else r for p, r in zip(prompts, rewards)]
+
+
 class ProbedTrainer(StrictGRPOTrainer):
     """Records each rank's share of every generation batch, and the adapter weights after training."""
 

@@ -17,20 +17,15 @@ PER_DEVICE_BATCH = 6  # 2 ranks x 6 = 12 completions = 3 groups; the middle grou
 MAX_STEPS = 2
 
 
-def launch_two_ranks(
-    root: Path, accelerate_config: str, *extra_launch: str, env: dict | None = None, train_args: tuple = ()
-) -> dict:
-    """Run 2 ranks for MAX_STEPS steps into `root/out`; return each rank's probe records, the output dir, the log."""
-    probe_dir, out_dir = root / "probe", root / "out"
-    probe_dir.mkdir()
-    run_env = {
-        **os.environ,
-        "TWO_PROC_PROBE_DIR": str(probe_dir),
-        "PYTHONPATH": str(REPO),
-        "OMP_NUM_THREADS": "1",
-        **(env or {}),
-    }
-    cmd = [
+def two_rank_env(probe_dir: Path, env: dict | None = None) -> dict:
+    return {**os.environ, "TWO_PROC_PROBE_DIR": str(probe_dir), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+            **(env or {})}
+
+
+def two_rank_command(out_dir: Path, accelerate_config: str, *extra_launch: str, train_args: tuple = (),
+                     max_steps: int = MAX_STEPS, save_steps: int = 1) -> list[str]:
+    """`accelerate launch` of 2 ranks of `training.train` (the probe driver) on the tiny recipe into `out_dir`."""
+    return [
         str(ACCELERATE), "launch",
         "--config_file", accelerate_config,
         "--num_processes", "2",
@@ -42,8 +37,8 @@ def launch_two_ranks(
         "--output_dir", str(out_dir),
         "--reward_funcs", "__main__.recording_reward", "--reward_weights", "1.0",
         "--warm_start_steps", "0",
-        "--max_steps", str(MAX_STEPS),
-        "--save_steps", "1",
+        "--max_steps", str(max_steps),
+        "--save_steps", str(save_steps),
         "--per_device_train_batch_size", str(PER_DEVICE_BATCH),
         "--num_generations", str(NUM_GENERATIONS),
         "--heldout_max_samples", "4",
@@ -51,7 +46,17 @@ def launch_two_ranks(
         "--bf16", "false",  # TRL defaults bf16 on; keep these runs in fp32 on CPU
         *train_args,
     ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=600)
+
+
+def launch_two_ranks(
+    root: Path, accelerate_config: str, *extra_launch: str, env: dict | None = None, train_args: tuple = ()
+) -> dict:
+    """Run 2 ranks for MAX_STEPS steps into `root/out`; return each rank's probe records, the output dir, the log."""
+    probe_dir, out_dir = root / "probe", root / "out"
+    probe_dir.mkdir()
+    cmd = two_rank_command(out_dir, accelerate_config, *extra_launch, train_args=train_args)
+    proc = subprocess.run(cmd, cwd=REPO, env=two_rank_env(probe_dir, env), capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     records = {
         rank: [json.loads(line) for line in (probe_dir / f"rank{rank}.jsonl").read_text().splitlines()]

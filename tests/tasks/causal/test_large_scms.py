@@ -148,7 +148,8 @@ def test_the_shipped_large_scms_run_through_the_baselines(name, surrogate, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,surrogate", [("sachs_linear", "exact"), ("er30_linear", "learned")])
+@pytest.mark.parametrize("name,surrogate", [("sachs_linear", "exact"), ("er12_linear", "exact"),
+                                            ("er20_linear", "learned"), ("er30_linear", "learned")])
 def test_one_training_step_and_the_held_out_evaluation_on_a_large_scm(name, surrogate, tmp_path, monkeypatch):
     """About a minute each on 2 cores: rows with the teacher's traces, one GRPO step, held-out before and after."""
     monkeypatch.chdir(tmp_path)
