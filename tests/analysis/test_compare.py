@@ -11,7 +11,8 @@ from scipy import stats
 
 from training.analysis.compared_runs import load_run
 from training.analysis.stats import compare_paired
-from training.compare import ComparisonError, compare, main
+from training.analysis.comparison import ComparisonError, compare
+from training.compare import main
 from training.evaluation.episodes import Episode, episode_seed, write_episodes
 
 ROWS, SAMPLES = 100, 2

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from training.analysis.compared_runs import load_run
-from training.compare import compare
+from training.analysis.comparison import compare
 from training.evaluate import main
 from training.evaluation.episodes import read_episodes, summarize
 from training.evaluation.spec import EvalSpecError

@@ -1,5 +1,5 @@
 """The workflow's one report: every run (status, wall time, held-out reward, exact command), failures with their log
-tails, and the comparison of the finished runs (training/compare.py) in `<output_dir>/report.md` and
+tails, and the comparison of the finished runs (training/analysis/comparison.py) in `<output_dir>/report.md` and
 `<output_dir>/workflow_summary.json`."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from training.analysis.compare_report import markdown as comparison_markdown
 from training.analysis.compare_report import write_report
 from training.analysis.compared_runs import load_run
-from training.compare import ComparisonError, compare_metrics
+from training.analysis.comparison import ComparisonError, compare_metrics
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from training.analysis.stats import compare_paired
-from training.compare import ComparisonError
+from training.analysis.comparison import ComparisonError
 from training.evaluation.episodes import write_episodes
 from training.tasks.causal.evaluation_task import METRIC_DIRECTIONS, as_episode
 from training.tasks.causal.results import ResultsInputError, compare_policies, load_policies, main, significance

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from training.analysis.compared_runs import ComparedRun, load_run
-from training.compare import compare_metrics, group_runs, split_by
+from training.analysis.comparison import compare_metrics, group_runs, split_by
 from training.evaluation.episodes import EVAL_FILE, SCORE
 from training.run_setup.errors import BadInputError, bad_input_exits
 from training.tasks.causal.reward_components import COMPONENTS
@@ -97,7 +97,7 @@ def decoding(runs: list[ComparedRun]) -> str:
 
 
 def compare_policies(runs: list[ComparedRun], versus: str | None = None) -> dict[str, dict]:
-    """`training.compare.compare_metrics` of the policies (the runs' groups) on `METRICS`, `versus` as the baseline:
+    """`training.analysis.comparison.compare_metrics` of the policies (the runs' groups) on `METRICS`, `versus` as the baseline:
     one comparison per metric."""
     labels = list(group_runs(runs))
     if len(labels) < 2:

@@ -13,14 +13,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-if TYPE_CHECKING:  # an SCM's `optimum()` calls this module; it never builds an SCM
-    from training.tasks.causal.scm.scm import SCM
+
+class SCM(Protocol):
+    """What the search reads of an SCM (`training.tasks.causal.scm.scm.SCM`, whose `optimum()` calls this module:
+    declared here rather than imported, so the two modules do not import each other)."""
+
+    goal: str
+    actionable: list[str]
+    ranges: Mapping[str, tuple[float, float]]
+
+    @property
+    def is_linear(self) -> bool: ...
+
+    def expected_target(self, do: Mapping[str, float] | None = None) -> float: ...
+
+    def expected_targets(self, variable: str, values: Sequence[float]) -> np.ndarray: ...
+
+    def better(self, a: float, b: float) -> bool: ...
 
 
 @dataclass(frozen=True)
