@@ -9,7 +9,7 @@ import pytest
 from transformers import TrainerCallback
 
 from tests.features.test_dynamic_sampling import odd_answers_only_reward
-from training.run_setup.errors import MissingPathError
+from training.errors import MissingPathError
 from training.trainer import FEATURE_STATE_FILE
 
 SETTINGS = dict(dynamic_sampling=True, dynamic_sampling_max_rounds=3, max_steps=2, save_strategy="steps",

@@ -17,7 +17,7 @@ from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW
 from training.analysis.stats import NORMALITY_ALPHA
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
-from training.run_setup.errors import bad_input_exits
+from training.errors import bad_input_exits
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

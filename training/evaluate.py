@@ -24,7 +24,7 @@ from training.evaluation.episodes import summarize, write_episodes
 from training.evaluation.spec import EvalSpecError, load_policy, spec_from_recipe, spec_from_run
 from training.evaluation.task_registry import TASKS, resolve_task
 from training.outputs import run_files
-from training.run_setup.errors import bad_input_exits
+from training.errors import bad_input_exits
 from training.run_setup.task_plugins import load_tasks
 
 logger = logging.getLogger("training.evaluate")

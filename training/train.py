@@ -33,7 +33,7 @@ from training.outputs.run_record import RunRecord
 from training.outputs.run_summary import library_versions, plot_reward_curve, write_run_summary
 from training.outputs.tracking import attach_tracking, finish_tracking
 from training.run_setup.config import StrictGRPOConfig, StrictScriptArguments
-from training.run_setup.errors import bad_input_exits
+from training.errors import bad_input_exits
 from training.run_setup.flags import read_flags
 from training.run_setup.input_checks import check_environment_rows, check_lora_targets, check_recipe_fields
 from training.run_setup.models import resolve_model_path

@@ -53,7 +53,7 @@ from training.outputs import run_files
 from training.outputs.checkpoints import save_complete_checkpoint
 from training.outputs.train_loss import whole_run_loss
 from training.run_setup.config import StrictGRPOConfig, strict_config
-from training.run_setup.errors import MissingPathError
+from training.errors import MissingPathError
 from training.run_setup.flags import StrictFlags, read_flags
 from training.step.callbacks import (
     HeldoutEvalCallback,

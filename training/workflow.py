@@ -40,7 +40,7 @@ import yaml
 
 from training.outputs import run_files
 from training.outputs.git_state import git_state
-from training.run_setup.errors import bad_input_exits
+from training.errors import bad_input_exits
 from training.run_setup.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
 from training.sweeps.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from training.evaluation.episodes import Episode, read_episodes
 from training.outputs import run_files
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 WORKFLOW_RUN_FILE = run_files.WORKFLOW_RUN
 _SEED_SUFFIX = re.compile(r"-seed(\d+)$")

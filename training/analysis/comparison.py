@@ -37,7 +37,7 @@ from training.analysis.compared_runs import ComparedRun
 from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW, convergence_step
 from training.analysis.stats import NORMALITY_ALPHA, compare_paired, holm, omnibus, unit_means, welch_t
 from training.evaluation.episodes import SCORE, t_interval
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 logger = logging.getLogger("training.compare")
 

@@ -25,7 +25,7 @@ from scipy import stats
 
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from training.outputs import run_files
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 ADAPTER_FILES = ("adapter_config.json",)
 

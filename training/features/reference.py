@@ -21,7 +21,7 @@ import torch
 from peft import PeftModel
 from transformers import TrainerCallback
 
-from training.run_setup.errors import MissingPathError
+from training.errors import MissingPathError
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from transformers import TrainerCallback
 from training.algorithms.advantages import AdvantageSettings, get_estimator
 from training.algorithms.trajectory import loss_mask
 from training.algorithms.value import ValueHead, clipped_value_loss, explained_variance
-from training.run_setup.errors import MissingPathError
+from training.errors import MissingPathError
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 

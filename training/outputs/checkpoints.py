@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from training.outputs.atomic import DISK_FULL_ERRNOS, atomic_write_text
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from huggingface_hub import HfApi, ModelCard, ModelCardData, get_token
 
 from training.outputs import run_files
 from training.outputs.run_summary import read_metrics
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

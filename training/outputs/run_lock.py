@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 LOCK_FILE = ".run.lock"
 

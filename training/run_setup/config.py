@@ -10,7 +10,7 @@ from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
 from training.algorithms.advantages import ESTIMATORS
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 
 class ConfigError(BadInputError):

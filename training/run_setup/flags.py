@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 DEFAULTS = {
     "FORCE_RATE": "0.0",

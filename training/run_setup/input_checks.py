@@ -27,7 +27,7 @@ from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK,
 from trl import get_peft_config
 
 from training.run_setup.config import ConfigError, check_int, check_range
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 from training.run_setup.prompt_datasets import DatasetError
 
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from training.outputs.atomic import atomic_directory
-from training.run_setup.errors import MissingPathError
+from training.errors import MissingPathError
 from training.run_setup.task_plugins import tiny_model
 from training.run_setup.tiny_qwen3 import COMPLETE_FILE, build_fingerprint, write_tiny_qwen3
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow
 from datasets import Dataset
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 
 class DatasetError(BadInputError):

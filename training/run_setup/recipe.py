@@ -23,7 +23,7 @@ from training.outputs import run_files
 from training.outputs.atomic import DISK_FULL_ERRNOS
 from training.outputs.checkpoints import LOW_SPACE_BYTES, DiskFullError, free_bytes
 from training.run_setup.config import StrictGRPOConfig, StrictScriptArguments
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 from training.run_setup.input_checks import import_object
 from training.run_setup.prompt_datasets import check_prompt_lengths
 from training.run_setup.reward_names import dotted_path

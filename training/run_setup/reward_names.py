@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from importlib.metadata import entry_points
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 GROUP = "strict_grpo.rewards"
 

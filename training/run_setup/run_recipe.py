@@ -22,7 +22,7 @@ from transformers import TrainerCallback
 
 from training.outputs.checkpoints import file_sha256
 from training.outputs.run_record import RECORD_FILE
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 TOP_KEYS = {"name", "description", "output_dir", "recipe", "seeds", "eval_seed", "overrides", "grid", "variants",
             "launcher", "compare", "seed_keys"}

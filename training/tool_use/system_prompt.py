@@ -7,7 +7,7 @@ from pathlib import Path
 import jinja2
 from transformers.utils import get_json_schema
 
-from training.run_setup.errors import MissingPathError
+from training.errors import MissingPathError
 from training.tool_use.tool_names import environment_tool_names
 
 

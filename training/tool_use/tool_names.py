@@ -8,7 +8,7 @@ import inspect
 import json
 import re
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 
 # A tool name as prompts write it: a snake_case identifier with at least one underscore (`send_slack_message`).
 _TOOL_NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from training.evaluation.episodes import read_episodes
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal import evaluate_baselines, evaluate_policy, scm_rows, train_scm
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv

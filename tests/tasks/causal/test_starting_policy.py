@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from training.run_setup.errors import BadInputError
+from training.errors import BadInputError
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.starting_policy import (
     BUILD_RECORD,

@@ -14,7 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-from training.run_setup.errors import bad_input_exits
+from training.errors import bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.evaluation_task import write_evaluation
 from training.tasks.causal.policy_episodes import baseline_episodes, supported_policies

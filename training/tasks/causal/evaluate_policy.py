@@ -41,7 +41,7 @@ import torch
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.spec import load_policy, spec_from_recipe
 from training.outputs import run_files
-from training.run_setup.errors import BadInputError, bad_input_exits
+from training.errors import BadInputError, bad_input_exits
 from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.evaluation_task import component_weights, write_evaluation

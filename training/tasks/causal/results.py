@@ -43,7 +43,7 @@ import numpy as np
 from training.analysis.compared_runs import ComparedRun, load_run
 from training.analysis.comparison import compare_metrics, group_runs, split_by
 from training.evaluation.episodes import EVAL_FILE, SCORE
-from training.run_setup.errors import BadInputError, bad_input_exits
+from training.errors import BadInputError, bad_input_exits
 from training.tasks.causal.reward_components import COMPONENTS
 
 METRICS = ("regret", "parent_f1", "info_gain", SCORE)  # compared, each in the direction its evaluation gives it

@@ -27,7 +27,7 @@ import argparse
 import json
 from pathlib import Path
 
-from training.run_setup.errors import BadInputError, bad_input_exits
+from training.errors import BadInputError, bad_input_exits
 from training.run_setup.prompt_datasets import load_rows, write_split_files
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.scm.scm import SCM

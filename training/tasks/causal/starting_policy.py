@@ -56,7 +56,7 @@ from training.evaluation.tool_loop import environment_tools, sampling_chat_templ
 from training.outputs.atomic import atomic_directory
 from training.outputs.git_state import git_state
 from training.run_setup.build_keys import numerics
-from training.run_setup.errors import BadInputError, bad_input_exits
+from training.errors import BadInputError, bad_input_exits
 from training.run_setup.models import cache_root
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from training.run_setup.errors import BadInputError, bad_input_exits
+from training.errors import BadInputError, bad_input_exits
 from training.run_setup.prompt_datasets import write_split_files
 from training.tasks.causal.env import ENVIRONMENTS, EpisodeError, check_surrogate_fits
 from training.tasks.causal.scm.user_scm import UserSCMError
