@@ -1,7 +1,8 @@
 """The metric-name contract: names that tests, dashboards and users rely on, and when each one is logged.
 
 Every training-step log (TRL's loggers, `report_to` trackers and `output_dir/metrics.jsonl`) carries these names
-under the conditions given. A smoke run with every feature on carries all of them (tests/step/test_metric_contract.py).
+under the conditions given. A smoke run with every feature on carries all of `CONTRACT` (tests/step/test_metric_contract.py);
+a task adds its own names (`register_task_metrics`, from its registration module), and `contract()` is the whole.
 Renaming one is a breaking change: add the new name beside the old one first.
 """
 
@@ -49,21 +50,27 @@ CONTRACT: dict[str, str] = {
     "health/ratio_pinned": "always",
     "health/nonfinite_loss": "always",
     "health/grad_spike": "always",
-    # causal job (training/tasks/causal/)
-    "causal/info_gain": "causal environment",
-    "causal/posterior_entropy": "causal environment",
-    "causal/regret": "causal environment",
-    "causal/parent_f1": "causal environment",
-    "causal/invalid_calls": "causal environment",
-    "surrogate/updates": "causal environment",
 }
 
-CAUSAL_REWARD_COMPONENTS = ("optimization", "structure", "parent", "exploration")
-for _component in CAUSAL_REWARD_COMPONENTS:
-    CONTRACT[f"rewards/{_component}/mean"] = "causal environment"
-    CONTRACT[f"rewards/{_component}/std"] = "causal environment"
+TASK_METRICS: dict[str, str] = {}  # name -> when, registered by the tasks
+
+
+def register_task_metrics(names: dict[str, str]) -> None:
+    """A task's own metric names and when each is logged (e.g. "causal environment")."""
+    for name, when in names.items():
+        if name in CONTRACT or TASK_METRICS.get(name, when) != when:
+            raise ValueError(f"metric {name!r} is registered twice")
+        TASK_METRICS[name] = when
+
+
+def contract() -> dict[str, str]:
+    """The whole contract: the generic names and every registered task's (the tasks are loaded first)."""
+    from training.run_setup.task_plugins import load_tasks
+
+    load_tasks()
+    return {**CONTRACT, **TASK_METRICS}
 
 
 def contract_names(condition: str | None = None) -> list[str]:
     """The contract's names, all of them or those logged under `condition` (e.g. "always")."""
-    return [name for name, when in CONTRACT.items() if condition is None or when == condition]
+    return [name for name, when in contract().items() if condition is None or when == condition]

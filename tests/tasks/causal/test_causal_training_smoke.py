@@ -9,10 +9,10 @@ from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, cau
 from training.evaluation.episodes import read_episodes
 from training.outputs.run_summary import read_metrics
 from training.run_setup.flags import StrictFlags
-from training.step.metric_names import CONTRACT
+from training.step.metric_names import contract
 from training.tasks.causal.heldout_metrics import causal_heldout, is_causal
 
-CAUSAL_METRICS = [name for name, when in CONTRACT.items() if when == "causal environment"]
+CAUSAL_METRICS = [name for name, when in contract().items() if when == "causal environment"]
 
 
 def test_a_causal_training_step_logs_every_causal_metric(causal_model_dir, tmp_path):

@@ -62,6 +62,8 @@ SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s nam
 SAMPLED_SURROGATES = ("exact", "additive", "learned")  # posteriors with draws: what the belief line, the baselines
 # and the structure reward need
 SURROGATE_MAX_VARS = {"exact": EXACT_MAX_VARS, "additive": FULL_SPACE_VARS, "learned": None, "noop": None}
+EPISODE_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
+                   "causal/invalid_calls", "surrogate/updates")  # `EpisodeRecord.metrics`, logged as batch means
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
 
@@ -162,15 +164,10 @@ class EpisodeRecord:
         return parent_f1(self.final_posterior.map_set(), self.scm.parents())
 
     def metrics(self) -> dict[str, float]:
-        """This episode's values of the causal metrics (names as in the metric contract)."""
-        return {
-            "causal/info_gain": self.info_gain,
-            "causal/posterior_entropy": self.final_entropy,
-            "causal/regret": self.regret,
-            "causal/parent_f1": self.parent_f1,
-            "causal/invalid_calls": float(sum(self.invalid.values())),
-            "surrogate/updates": float(self.surrogate_updates),
-        }
+        """This episode's values of the causal metrics (`EPISODE_METRICS`, in the metric contract)."""
+        values = (self.info_gain, self.final_entropy, self.regret, self.parent_f1, float(sum(self.invalid.values())),
+                  float(self.surrogate_updates))
+        return dict(zip(EPISODE_METRICS, values))
 
 
 def format_rows(variables: list[str], rows: np.ndarray) -> str:

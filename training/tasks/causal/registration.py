@@ -62,6 +62,16 @@ def _task_metric_directions() -> dict[str, str]:
     return {name: better for name, better in METRIC_DIRECTIONS.items() if name != SCORE}
 
 
+def _register_metrics() -> None:
+    """The causal metrics of every training-step log: the episodes' means and each reward component's."""
+    from training.step.metric_names import register_task_metrics
+    from training.tasks.causal.env import EPISODE_METRICS
+    from training.tasks.causal.reward_components import COMPONENTS
+
+    names = [*EPISODE_METRICS, *(f"rewards/{c}/{stat}" for c in COMPONENTS for stat in ("mean", "std"))]
+    register_task_metrics(dict.fromkeys(names, "causal environment"))
+
+
 register_tiny_model("tiny-qwen3-causal", _resolve_tiny_model)
 register_tiny_model("causal-starting-policy", _resolve_starting_policy)  # starting_policy.STARTING_POLICY_NAME
 register_training_evaluator(TrainingEvaluator(
@@ -69,3 +79,4 @@ register_training_evaluator(TrainingEvaluator(
     metric_directions=_task_metric_directions(),
 ))
 _register_evaluation()
+_register_metrics()
