@@ -22,11 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from training.tasks.causal.baselines import POLICIES, environment_seed
+from training.evaluation.pairing_seeds import environment_seed
+from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import DEFAULT_INITIAL_SAMPLES, make_causal_env
 from training.tasks.causal.scm_rows import load_scm_file
 from training.tasks.causal.splits import scm_row
-from training.tasks.causal.surrogates.additive_scores import Basis, log_local_scores_rows
+from training.tasks.causal.surrogates.additive_scores import (
+    Basis,
+    log_local_scores_rows,
+)
 from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior
 

@@ -10,10 +10,11 @@ import pytest
 from scipy import stats
 
 from training.analysis.compared_runs import load_run
-from training.analysis.stats import compare_paired
 from training.analysis.comparison import ComparisonError, compare
+from training.analysis.stats import compare_paired
 from training.compare import main
-from training.evaluation.episodes import Episode, episode_seed, write_episodes
+from training.evaluation.episodes import Episode, write_episodes
+from training.evaluation.pairing_seeds import episode_seed
 
 ROWS, SAMPLES = 100, 2
 

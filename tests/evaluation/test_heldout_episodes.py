@@ -15,12 +15,16 @@ import training.evaluation.tool_episodes as env_eval
 import training.evaluation.tool_loop as tool_loop
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episode_streams import GumbelNoise, seeded_sampling_kwargs
-from training.evaluation.episodes import episode_seed, read_episodes, summarize
+from training.evaluation.episodes import read_episodes, summarize
 from training.evaluation.heldout_reward import heldout_episodes, heldout_reward
+from training.evaluation.pairing_seeds import episode_seed
 from training.outputs.jsonsafe import nonfinite_to_null
 from training.outputs.run_summary import write_run_summary
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.larger_number.rewards import answer_format_reward, exact_answer_reward
+from training.tasks.larger_number.rewards import (
+    answer_format_reward,
+    exact_answer_reward,
+)
 from training.tasks.workspace.env import WorkspaceEnv
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}

@@ -38,12 +38,6 @@ class EpisodeFileError(BadInputError):
     """An `eval.jsonl` we cannot read; the message names the file and the line."""
 
 
-def episode_seed(eval_seed: int, row: int, sample: int) -> int:
-    """The seed of episode `(row, sample)` under `eval_seed`: numpy's `SeedSequence([eval_seed, row, sample])`
-    hashed to one 32-bit word, so that nearby ids get unrelated streams and the seed does not depend on batching."""
-    return int(np.random.SeedSequence([int(eval_seed), int(row), int(sample)]).generate_state(1)[0])
-
-
 def episode_id(row: int, sample: int) -> str:
     return f"{row}:{sample}"
 

@@ -15,7 +15,8 @@ import torch
 
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
-from training.evaluation.episodes import Episode, episode_seed, summarize, weighted_episode
+from training.evaluation.episodes import Episode, summarize, weighted_episode
+from training.evaluation.pairing_seeds import episode_seed
 
 
 @contextmanager

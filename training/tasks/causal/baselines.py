@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.evaluation.pairing_seeds import environment_seed
 from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv, EpisodeRecord, make_causal_env
 from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
@@ -150,11 +151,6 @@ POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "range_ends
                                              "expected_improvement": ExpectedImprovementPolicy,
                                              "belief_ucb": BeliefPolicy, "teacher": teacher,
                                              "oracle": OraclePolicy}
-
-
-def environment_seed(row: dict, seed: int) -> int:
-    """The environment seed of episode `seed` on `row`: a hash of (row seed, seed), so episodes differ in noise."""
-    return int(np.random.SeedSequence([int(row["seed"]), int(seed)]).generate_state(1)[0])
 
 
 def run_policy(policy: Policy, row: dict, seed: int, surrogate: str = "exact") -> EpisodeRecord:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from training.evaluation.episodes import SCORE, Episode, episode_seed, write_episodes
+from training.evaluation.episodes import SCORE, Episode, write_episodes
+from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpec, EvalSpecError
 from training.evaluation.task_registry import environment_rows
 from training.tasks.causal.env import CausalEnv

@@ -28,7 +28,8 @@ import numpy as np
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_loop import play_episodes
 from training.errors import BadInputError
-from training.tasks.causal.baselines import POLICIES, environment_seed, run_policy
+from training.evaluation.pairing_seeds import environment_seed
+from training.tasks.causal.baselines import POLICIES, run_policy
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
 

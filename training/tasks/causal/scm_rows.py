@@ -18,7 +18,7 @@ start imitates). Budget and initial samples default to `training.tasks.causal.en
 
 `split_rows` is what the evaluation and baseline commands call for `--split` / `--scm`: "train" or "heldout" (the
 bundled splits), a JSONL file of rows, or an SCM file (`.yaml` / `.yml`, one row: episode k of it is the k-th
-paired episode, `training.tasks.causal.baselines.environment_seed`).
+paired episode, `training.evaluation.pairing_seeds.environment_seed`).
 """
 
 from __future__ import annotations

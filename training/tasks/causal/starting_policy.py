@@ -61,7 +61,7 @@ from training.run_setup.models import cache_root
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
 from training.run_setup.warm_start_tools import encode_messages, reference_trace, with_observation
-from training.tasks.causal.baselines import environment_seed
+from training.evaluation.pairing_seeds import environment_seed
 from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import lm_episodes
