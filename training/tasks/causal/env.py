@@ -47,7 +47,8 @@ from training.tasks.causal.reward_components import step_rewards
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
 from training.tasks.causal.structure_metrics import parent_f1
-from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, FULL_SPACE_VARS, parent_bound
+from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
+from training.tasks.causal.surrogates.subsets import parent_bound
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 # The one default of every row, command and baseline (training.tasks.causal.splits, training.tasks.causal.scm_rows): 6 calls
@@ -58,10 +59,9 @@ DEFAULT_INITIAL_SAMPLES = 10
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
-SURROGATES = ("exact", "additive", "learned", "noop")  # `build_surrogate`'s names; "exact" is the default
-SAMPLED_SURROGATES = ("exact", "additive", "learned")  # posteriors with draws: what the belief line, the baselines
-# and the structure reward need
-SURROGATE_MAX_VARS = {"exact": EXACT_MAX_VARS, "additive": FULL_SPACE_VARS, "learned": None, "noop": None}
+SURROGATES = tuple(SURROGATE_KINDS)  # the registered surrogates' names (`surrogates/catalogue.py`); "exact" is the default
+SAMPLED_SURROGATES = tuple(name for name, kind in SURROGATE_KINDS.items() if kind.sampled)  # posteriors with draws:
+# what the belief line, the baselines and the structure reward need
 EPISODE_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
                    "causal/invalid_calls", "surrogate/updates")  # `EpisodeRecord.metrics`, logged as batch means
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
@@ -231,14 +231,16 @@ def scm_from_json(text: str) -> SCM:
 def check_surrogate_fits(kind: str, d: int, max_parents: int | None = None) -> None:
     """Refuse, naming the size, the limit and the surrogates that handle it, an SCM of d variables larger than the
     `kind` surrogate handles; and an in-degree bound (`max_parents`) for a surrogate that has none."""
-    limit = SURROGATE_MAX_VARS[kind]
+    if kind not in SURROGATE_KINDS:
+        raise EpisodeError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")
+    limit = SURROGATE_KINDS[kind].max_vars
     if limit is not None and d > limit:
-        fits = [k for k in SAMPLED_SURROGATES if SURROGATE_MAX_VARS[k] is None or d <= SURROGATE_MAX_VARS[k]]
+        fits = [k for k in SAMPLED_SURROGATES if SURROGATE_KINDS[k].max_vars is None or d <= SURROGATE_KINDS[k].max_vars]
         raise EpisodeError(f"variables: the SCM has {d} variables, more than the {limit} the {kind} surrogate "
                            f"handles; {' and '.join(fits)} handle{'s' if len(fits) == 1 else ''} {d} "
                            f"(--surrogate {fits[0]})")
     if max_parents is not None:
-        if kind != "exact":
+        if not SURROGATE_KINDS[kind].bounded:
             raise EpisodeError(f"max_parents: only the exact surrogate has an in-degree bound, not {kind}")
         try:
             parent_bound(d, max_parents)
@@ -248,23 +250,7 @@ def check_surrogate_fits(kind: str, d: int, max_parents: int | None = None) -> N
 
 def build_surrogate(kind: str, variables: list[str], target: str, max_parents: int | None = None):
     check_surrogate_fits(kind, len(variables), max_parents)
-    if kind == "exact":
-        from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
-
-        return ExactSurrogate(variables, target, max_parents)
-    if kind == "additive":
-        from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogate
-
-        return AdditiveSurrogate(variables, target)
-    if kind == "learned":
-        from training.tasks.causal.surrogates.learned_surrogate import LearnedSurrogate
-
-        return LearnedSurrogate(variables, target)
-    if kind == "noop":
-        from training.tasks.causal.surrogates.noop_surrogate import NoopSurrogate
-
-        return NoopSurrogate(variables, target)
-    raise ValueError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")
+    return SURROGATE_KINDS[kind].build(variables, target, max_parents)
 
 
 class CausalEnv:
@@ -466,7 +452,7 @@ def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[Causa
 CausalEnvFrozen = make_causal_env("exact", active=False)
 # The additive (nonlinear) surrogate, for recipes (`environment_factory: training.tasks.causal.env.CausalEnvAdditive`).
 CausalEnvAdditive = make_causal_env("additive")
-# The learned surrogate, for SCMs larger than the exact one handles (`SURROGATE_MAX_VARS`).
+# The learned surrogate, for SCMs larger than the exact one handles (its `max_vars`, surrogates/catalogue.py).
 CausalEnvLearned = make_causal_env("learned")
 ENVIRONMENTS = {"exact": "training.tasks.causal.env.CausalEnv", "additive": "training.tasks.causal.env.CausalEnvAdditive",
                 "learned": "training.tasks.causal.env.CausalEnvLearned"}  # importable factories by surrogate name

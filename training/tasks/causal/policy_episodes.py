@@ -65,9 +65,9 @@ LOOKAHEAD_POLICIES = ("greedy_eig",)  # score every candidate by the surrogate's
 def supported_policies(given: str | None, surrogate: str) -> list[str]:
     """The policies to run: `given` (comma-separated) or, by default, every policy the surrogate supports (said on
     stdout when one is left out); refused, naming it, a given policy unknown or one the surrogate cannot run."""
-    from training.tasks.causal.env import build_surrogate
+    from training.tasks.causal.surrogates.catalogue import SURROGATES
 
-    lookahead = hasattr(build_surrogate(surrogate, ["A", "B"], "B"), "what_if_many")
+    lookahead = SURROGATES[surrogate].lookahead
     if given is None:
         names = [p for p in POLICIES if lookahead or p not in LOOKAHEAD_POLICIES]
         if len(names) < len(POLICIES):

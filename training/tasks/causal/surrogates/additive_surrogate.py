@@ -19,6 +19,7 @@ from training.tasks.causal.surrogates.additive_scores import NodeDesign, log_loc
 from training.tasks.causal.surrogates.exact_surrogate import row_entropies, topological_order
 from training.tasks.causal.surrogates.linear_scores import check_batch
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
+from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
 from training.tasks.causal.surrogates.subsets import FULL_SPACE_VARS, members
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
@@ -172,3 +173,7 @@ def _fit(design: NodeDesign, parents: list[int]) -> tuple[np.ndarray, np.ndarray
     b = phi.T @ yc
     mean_u = np.linalg.solve(a, b)
     return mean_u, np.linalg.cholesky(a), max(q0 - float(b @ mean_u), 1e-300)
+
+
+register_surrogate(SurrogateKind("additive", lambda variables, target, max_parents=None: AdditiveSurrogate(variables, target),
+                                FULL_SPACE_VARS, bounded=False, sampled=True, lookahead=True))

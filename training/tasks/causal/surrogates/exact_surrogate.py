@@ -27,6 +27,7 @@ from training.tasks.causal.surrogates.linear_scores import (
     merge_single_rows,
 )
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
+from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
 from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, members, parent_bound
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
@@ -283,3 +284,6 @@ def update_many(surrogates: list[ExactSurrogate], batches: list[tuple[np.ndarray
             surrogates[i].stats = stats[j]
             surrogates[i]._set_state(log_beta, log_post, j)
             surrogates[i].updates += 1
+
+
+register_surrogate(SurrogateKind("exact", ExactSurrogate, EXACT_MAX_VARS, bounded=True, sampled=True, lookahead=True))

@@ -42,6 +42,7 @@ from torch import nn
 
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel, topological_order
 from training.tasks.causal.surrogates.linear_scores import NodeStats, check_batch, correlations, merge_rows
+from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
 from training.tasks.causal.surrogates.surrogate import IndependentParentPosterior, check_variables
 
 N_FEATURES = 11
@@ -339,3 +340,7 @@ class LearnedSurrogate:
         import copy
 
         return copy.deepcopy(self)
+
+
+register_surrogate(SurrogateKind("learned", lambda variables, target, max_parents=None: LearnedSurrogate(variables, target),
+                                None, bounded=False, sampled=True, lookahead=False))

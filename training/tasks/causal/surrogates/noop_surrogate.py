@@ -6,6 +6,7 @@ import numpy as np
 
 from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate
 from training.tasks.causal.surrogates.linear_scores import check_batch
+from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 
@@ -35,3 +36,7 @@ class NoopSurrogate:
 
     def copy(self) -> NoopSurrogate:
         return self
+
+
+register_surrogate(SurrogateKind("noop", lambda variables, target, max_parents=None: NoopSurrogate(variables, target),
+                                None, bounded=False, sampled=False, lookahead=False))
