@@ -241,7 +241,9 @@ def check_surrogate_fits(kind: str, d: int, max_parents: int | None = None) -> N
                            f"(--surrogate {fits[0]})")
     if max_parents is not None:
         if not SURROGATE_KINDS[kind].bounded:
-            raise EpisodeError(f"max_parents: only the exact surrogate has an in-degree bound, not {kind}")
+            bounded = [k for k, v in SURROGATE_KINDS.items() if v.bounded]
+            raise EpisodeError(f"max_parents: the {kind} surrogate has no in-degree bound (surrogates with one: "
+                               f"{', '.join(bounded)})")
         try:
             parent_bound(d, max_parents)
         except ValueError as err:
@@ -410,8 +412,8 @@ class CausalEnv:
         surrogate's `expected_gain`, with draws keyed by (episode seed, valid-call index), so a GRPO group's
         rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
         reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
-        where the surrogate cannot say (the exact one needs 2 observational
-        rows per variable); the structure reward then refuses the episode."""
+        where the surrogate cannot say (2 observational rows per variable are needed); the structure reward then
+        refuses the episode."""
         expected_gain = getattr(self._surrogate, "expected_gain", None)
         if expected_gain is None:
             return
