@@ -2,6 +2,7 @@
 brute-force enumeration of the bounded DAGs; the learned surrogate above the exact one's limit; one error line for an
 SCM larger than the chosen surrogate handles; the shipped 11-, 12-, 20- and 30-variable files through the baselines."""
 
+import json
 from math import comb
 from pathlib import Path
 
@@ -173,3 +174,17 @@ def test_evaluate_policy_refuses_greedy_eig_with_the_learned_surrogate_by_name(t
                               str(SCMS / "er20_linear.yaml"), "--out", "g"])
     assert err.value.code == 2 and "['greedy_eig'] need a surrogate with a batched lookahead" in capsys.readouterr().err
     assert not (tmp_path / "g").exists()
+
+
+def test_rows_with_the_teacher_for_a_large_scm_take_the_surrogate_that_handles_it(tmp_path, capsys):
+    from training.run_setup.prompt_datasets import load_rows
+    from training.tasks.causal import scm_rows
+
+    with pytest.raises(SystemExit) as err:
+        scm_rows.main(["--scm", str(SCMS / "er20_linear.yaml"), "--out", str(tmp_path / "no"), "--teacher"])
+    assert err.value.code == 2 and "the SCM has 20 variables, more than the 16" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    scm_rows.main(["--scm", str(SCMS / "er20_linear.yaml"), "--out", str(tmp_path / "rows"), "--teacher",
+                   "--surrogate", "learned", "--train", "1", "--heldout", "1", "--budget", "2"])
+    (row,) = load_rows(tmp_path / "rows" / "train.jsonl")
+    assert row["n_vars"] == 20 and len(json.loads(row["reference_calls_json"])) >= 1

@@ -132,6 +132,17 @@ def episode_source(args) -> tuple[list[dict], str]:
     return rows, source
 
 
+def check_scms_fit(scms: list[SCM], surrogate: str, max_parents: int | None) -> None:
+    """Every SCM fits the surrogate (`env.check_surrogate_fits`), or `BadInputError` naming the first that does not."""
+    from training.tasks.causal.env import EpisodeError, check_surrogate_fits
+
+    for scm in scms:
+        try:
+            check_surrogate_fits(surrogate, scm.d, max_parents)
+        except EpisodeError as err:
+            raise BadInputError(f"--surrogate {surrogate}: SCM {scm.meta.get('name', scm.target)!r}: {err}") from None
+
+
 def split_rows(split: str | None, scm: str | None, budget: int | None = None,
                initial_samples: int | None = None) -> tuple[list[dict], str]:
     """(rows, description) for a command's `--split` / `--scm`; `budget` / `initial_samples`, where given, replace
@@ -173,6 +184,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--initial_samples", type=int, default=None,
                         help=f"observational rows at reset (default {DEFAULT_INITIAL_SAMPLES})")
     parser.add_argument("--teacher", action="store_true", help="add the teacher's traces to the train rows")
+    parser.add_argument("--surrogate", default="exact", help="the surrogate the teacher's traces are played with "
+                                                              "(exact, additive, learned)")
+    parser.add_argument("--max_parents", type=int, default=None,
+                        help="the exact surrogate's in-degree bound, written into every row")
     args = parser.parse_args(argv)
     with bad_input_exits():
         budget, initial = check_counts(args.budget, args.initial_samples)
@@ -190,8 +205,11 @@ def main(argv: list[str] | None = None) -> dict:
                 heldout_scms = [load_scm_file(p) for p in args.heldout_scm] if args.heldout_scm else train_scms
             except UserSCMError as err:
                 raise BadInputError(str(err)) from None
-        train = episode_rows(train_scms, args.train, 0, budget, initial, teacher=args.teacher)
-        heldout = episode_rows(heldout_scms, args.heldout, HELDOUT_SEED_OFFSET, budget, initial)
+        check_scms_fit([*train_scms, *heldout_scms], args.surrogate, args.max_parents)
+        train = episode_rows(train_scms, args.train, 0, budget, initial, teacher=args.teacher,
+                             surrogate=args.surrogate, max_parents=args.max_parents)
+        heldout = episode_rows(heldout_scms, args.heldout, HELDOUT_SEED_OFFSET, budget, initial,
+                               max_parents=args.max_parents)
     out = Path(args.out).expanduser().resolve()
     write_split_files(out, {"train": train, "heldout": heldout})
     summary = {"train": len(train), "heldout": len(heldout), "dir": str(out), "budget": budget,
