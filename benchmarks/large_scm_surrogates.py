@@ -23,11 +23,11 @@ import argparse
 import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from benchmarks.markdown_section import publish
 from training.outputs.git_state import git_state
 from training.tasks.causal.env import build_surrogate
 from training.tasks.causal.scm.families import random_scm
@@ -97,16 +97,6 @@ def quality_rows(d: int, kinds: list[str], scms: int, calls: int) -> list[dict]:
     return rows
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text()
-    if MARK in old:
-        start = old.index(MARK)
-        end = old.index(MARK, start + len(MARK)) + len(MARK)
-        path.write_text(old[:start] + text + old[end:])
-    else:
-        path.write_text(old.rstrip("\n") + "\n\n" + text + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="6,10,12,14,16", help="exact surrogate cost table")
@@ -150,10 +140,7 @@ def main() -> None:
         lines.append(f"| {r['d']} | {r['surrogate']} | {r['f1']:.3f} ± {r['f1_sd']:.3f} | {r['brier']:.3f} | "
                      f"{r['ece']:.3f} | {gap} |")
     lines += ["", MARK]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        write_section(Path(args.write), text)
+    publish("\n".join(lines), args.write, MARK)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from peft import LoraConfig
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
+from benchmarks.markdown_section import publish
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
 from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import read_flags
@@ -113,19 +114,6 @@ def bench_models(keys: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def write_section(path: Path, text: str, marker: str = MARKER) -> None:
-    """Replace the section between the two `marker` lines of `path` by `text` (which carries the markers), or append
-    it."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if marker in old:
-        start = old.index(marker)
-        end = old.index(marker, start + len(marker)) + len(marker)
-        new = old[:start] + text + old[end:]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=5)
@@ -159,10 +147,7 @@ def main() -> None:
             f"| {name} | {r['median']:.3f} | {r['min']:.3f} - {r['max']:.3f} | {r['strict_s']:.3f} | {r['trl_s']:.3f} |"
         )
     lines += ["", MARKER]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        write_section(args.write, text)
+    publish("\n".join(lines), args.write, MARKER)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ from benchmarks.record_at_sample_speed import (
     bench_models,
     mean_step_time,
     measure_pairs,
-    write_section,
 )
+from benchmarks.markdown_section import publish
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
 from training.features.value_head import final_norm
 from training.run_setup.config import StrictGRPOConfig
@@ -110,10 +110,7 @@ def main() -> None:
         lines.append(f"| {name} | {r['median']:.3f} | {r['min']:.3f} - {r['max']:.3f} | {r['full_s']:.3f} | "
                      f"{r['record-only_s']:.3f} |")
     lines += ["", MARKER]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        write_section(args.write, text, MARKER)
+    publish("\n".join(lines), args.write, MARKER)
 
 
 if __name__ == "__main__":

@@ -44,11 +44,6 @@ class ParentPosterior:
         return float(dict(zip(self.sets, self.probs)).get(frozenset(parents), 0.0))
 
 
-class SurrogateSizeError(ValueError):
-    """An SCM with more variables than the chosen surrogate handles; the message names the size, the limit and the
-    surrogate that handles it."""
-
-
 @dataclass(frozen=True)
 class IndependentParentPosterior:
     """A parent-set distribution whose candidates are independent Bernoullis with P(X_j ∈ Pa) = `marginals[X_j]`:
@@ -82,9 +77,8 @@ def check_variables(variables: list[str], target: str, name: str, max_vars: int 
     if len(variables) < 2:
         raise ValueError(f"variables: a surrogate needs at least 2 variables, got {len(variables)}")
     if max_vars is not None and len(variables) > max_vars:
-        raise SurrogateSizeError(
-            f"variables: the SCM has {len(variables)} variables, more than the {max_vars} the {name} surrogate handles; "
-            f"the learned surrogate handles any number (--surrogate learned)")
+        raise ValueError(f"variables: the {name} surrogate handles up to {max_vars} variables, got {len(variables)} "
+                         "(training.tasks.causal.env.check_surrogate_fits names one that handles them)")
 
 
 def entropy_nats(p: np.ndarray) -> float:
