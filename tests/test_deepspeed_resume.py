@@ -29,15 +29,23 @@ TIMING = ("timing/", "step_time", "memory/", "train_runtime", "train_samples_per
 ZERO2 = "accelerate_configs/deepspeed_zero2.yaml"
 
 
-def command(out: Path, resume: bool) -> list[str]:
+# the features whose state a checkpoint carries besides the adapter: the reference adapter (beta > 0, synced every
+# 2 steps) and dynamic sampling's draws (the value head refuses DeepSpeed by name: advantage_estimator gae)
+FEATURES = {"plain": (), "reference_dynamic": ("--beta", "0.04", "--sync_ref_model", "true",
+                                                     "--ref_model_sync_steps", "2", "--ref_model_mixup_alpha", "1.0",
+                                                     "--dynamic_sampling", "true",
+                                                     "--per_device_train_batch_size", "8")}  # whole groups per rank
+
+
+def command(out: Path, resume: bool, features: tuple = ()) -> list[str]:
     # half the groups without reward spread, so the zero-std streak (checkpointed state) takes several values
-    train_args = ("--reward_funcs", "__main__.half_constant_reward", "--zero_std_warn_threshold", "0.3")
+    train_args = ("--reward_funcs", "__main__.half_constant_reward", "--zero_std_warn_threshold", "0.3", *features)
     return two_rank_command(out, ZERO2, "--mixed_precision", "no", max_steps=STEPS, save_steps=SAVE,
                             train_args=(*train_args, *(("--resume_from_checkpoint", "true") if resume else ())))
 
 
-def run_to_end(out: Path, probe: Path, resume: bool) -> subprocess.CompletedProcess:
-    proc = subprocess.run(command(out, resume), cwd=REPO, env=two_rank_env(probe, {"DS_ACCELERATOR": "cpu"}),
+def run_to_end(out: Path, probe: Path, resume: bool, features: tuple = ()) -> subprocess.CompletedProcess:
+    proc = subprocess.run(command(out, resume, features), cwd=REPO, env=two_rank_env(probe, {"DS_ACCELERATOR": "cpu"}),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return proc
@@ -47,11 +55,11 @@ def complete_steps(out: Path) -> list[int]:
     return sorted(int(p.parent.name.split("-")[1]) for p in out.glob(f"checkpoint-*/{MARKER}"))
 
 
-def kill_after_next_checkpoint(out: Path, probe: Path, resume: bool, rng: random.Random) -> None:
+def kill_after_next_checkpoint(out: Path, probe: Path, resume: bool, rng: random.Random, features: tuple = ()) -> None:
     """Start the job, wait for a checkpoint newer than those on disk, then SIGKILL every process of the job after a
     random delay of up to 0.5 s (mid-step or mid-save)."""
     before = max(complete_steps(out), default=0)
-    proc = subprocess.Popen(command(out, resume), cwd=REPO, env=two_rank_env(probe, {"DS_ACCELERATOR": "cpu"}),
+    proc = subprocess.Popen(command(out, resume, features), cwd=REPO, env=two_rank_env(probe, {"DS_ACCELERATOR": "cpu"}),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 600
     while max(complete_steps(out), default=0) <= before:
@@ -82,16 +90,18 @@ def final_loss(out: Path) -> float:
 
 
 @pytest.mark.slow
-def test_a_zero2_run_killed_three_times_resumes_to_the_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("features", list(FEATURES))
+def test_a_zero2_run_killed_three_times_resumes_to_the_uninterrupted_run(tmp_path, features):
+    extra = FEATURES[features]
     (tmp_path / "probe_a").mkdir(), (tmp_path / "probe_b").mkdir()
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    run_to_end(whole, tmp_path / "probe_a", resume=False)
+    run_to_end(whole, tmp_path / "probe_a", resume=False, features=extra)
 
     rng = random.Random(0)
     for attempt in range(3):
-        kill_after_next_checkpoint(killed, tmp_path / "probe_b", resume=attempt > 0, rng=rng)
+        kill_after_next_checkpoint(killed, tmp_path / "probe_b", resume=attempt > 0, rng=rng, features=extra)
         assert not (killed / "run_summary.json").exists()
-    run_to_end(killed, tmp_path / "probe_b", resume=True)
+    run_to_end(killed, tmp_path / "probe_b", resume=True, features=extra)
     attempts = json.loads((killed / "run_record.json").read_text())["attempts"]
     assert [a["ended"].split(":")[0] for a in attempts] == ["interrupted"] * 3 + ["completed"]
 
@@ -105,6 +115,6 @@ def test_a_zero2_run_killed_three_times_resumes_to_the_uninterrupted_run(tmp_pat
 
     files = ("adapter_model.safetensors", "metrics.jsonl", "eval.jsonl")
     before = {f: (killed / f).read_bytes() for f in files}
-    proc = run_to_end(killed, tmp_path / "probe_b", resume=True)  # the finished run, once more
+    proc = run_to_end(killed, tmp_path / "probe_b", resume=True, features=extra)  # the finished run, once more
     assert "already reached max_steps" in proc.stdout + proc.stderr
     assert {f: (killed / f).read_bytes() for f in files} == before

@@ -354,17 +354,18 @@ class StrictGRPOTrainer(GRPOTrainer):
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         super()._load_from_checkpoint(resume_from_checkpoint, model)
         if not self.is_deepspeed_enabled or getattr(self, "deepspeed", None) is None:  # an engine: see below
-            self._restore_strict_state(resume_from_checkpoint)
+            self._restore_strict_state(resume_from_checkpoint, load_reference=False)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         # transformers resumes a DeepSpeed engine with `deepspeed_load_checkpoint`, never `_load_from_checkpoint`
         if checkpoint is not None and self.is_deepspeed_enabled:
-            self._restore_strict_state(checkpoint)
+            self._restore_strict_state(checkpoint, load_reference=True)
 
-    def _restore_strict_state(self, resume_from_checkpoint) -> None:
-        """The reference adapter, the value head and the features' state of a checkpoint."""
-        self.reference.restore(resume_from_checkpoint)
+    def _restore_strict_state(self, resume_from_checkpoint, load_reference: bool) -> None:
+        """The reference adapter (its weights too where transformers did not load them), the value head and the
+        features' state of a checkpoint."""
+        self.reference.restore(resume_from_checkpoint, load_weights=load_reference)
         if self.value.enabled:
             self.value.load(resume_from_checkpoint)
         path = Path(resume_from_checkpoint) / FEATURE_STATE_FILE

@@ -212,11 +212,15 @@ class ReferenceAdapter:
         if self.syncs:
             logs["ref_sync/count"] = float(self.count)
 
-    def restore(self, checkpoint: str) -> None:
-        """After transformers restored every adapter saved in a sub-directory (ours: "ref/") on resume."""
+    def restore(self, checkpoint: str, load_weights: bool = False) -> None:
+        """After transformers restored every adapter saved in a sub-directory (ours: "ref/") on resume; with
+        `load_weights`, load "ref/" here (transformers does that only in `_load_from_checkpoint`, which a DeepSpeed
+        resume skips)."""
         if not self.active or REF_ADAPTER not in self.model.peft_config:
             return
         if not os.path.isdir(os.path.join(checkpoint, REF_ADAPTER)):
             raise MissingPathError(f"checkpoint {checkpoint!r} has no reference adapter directory {REF_ADAPTER!r}/")
+        if load_weights:
+            self.model.load_adapter(os.path.join(checkpoint, REF_ADAPTER), adapter_name=REF_ADAPTER)
         freeze_reference_adapter(self.model)
         self.model.set_adapter(self.policy_adapter)
