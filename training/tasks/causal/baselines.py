@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.evaluation.pairing_seeds import environment_seed
+from training.tasks.causal.acquisition import information_gains
 from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv, EpisodeRecord, make_causal_env
 from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
@@ -109,15 +110,9 @@ class GreedyEIGPolicy:
                             f"has {type(sur).__name__}")
         cands = self.candidates(env)
         models = sur.posterior_models(self.n_models, rng)
-        eps = rng.standard_normal((self.n_models, sur.d))
         index = np.array([env.scm.index[var] for var, _ in cands])
         values = np.array([val for _, val in cands])
-        rows = np.stack([model.simulate_each(index, values, eps[m]) for m, model in enumerate(models)], axis=1)
-        mask = np.zeros((len(cands), 1, sur.d), dtype=bool)
-        mask[np.arange(len(cands)), 0, index] = True
-        batches = [(rows[c, m][None], mask[c]) for c in range(len(cands)) for m in range(self.n_models)]
-        after = sur.what_if_many(batches).reshape(len(cands), self.n_models)
-        return cands, sur.entropy() - after.mean(axis=1)
+        return cands, information_gains(sur, index, values, models, rng)
 
     def __call__(self, env: CausalEnv, rng: np.random.Generator) -> Call:
         cands, gains = self.eig(env, rng)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.tasks.causal.acquisition import call_scores
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
@@ -59,6 +60,7 @@ class VariableBelief:
     value: float | None = None  # the best setting under the posterior mean (None: effects unknown)
     expected: float | None = None  # posterior mean of E[target | do(variable = value)]
     sd: float | None = None  # posterior sd of E[target | do(variable = value)]
+    score: float | None = None  # the call's expected reward (`acquisition.call_scores`), what the line ranks by
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,9 @@ class Belief:
         return f"Belief, best last: {parts}."
 
     @classmethod
-    def of(cls, surrogate, scm: SCM, rng: np.random.Generator, draws: int = BELIEF_DRAWS,
-           made: frozenset[tuple[str, float]] = frozenset()) -> Belief:
+    def of(cls, surrogate, scm: SCM, rng: np.random.Generator, *, budget: int,
+           made: tuple[tuple[str, float], ...] = (), draws: int = BELIEF_DRAWS) -> Belief:
+        """The belief after the episode's valid interventions `made` (in order) with `budget` calls in all."""
         marginals = surrogate.posterior().marginals
         settable = list(scm.actionable)
         models = _models(surrogate, draws, rng)
@@ -96,19 +99,24 @@ class Belief:
         grid = 2 if linear else NONLINEAR_GRID
         index = np.repeat([scm.index[v] for v in settable], grid)
         values = np.concatenate([np.round(np.linspace(*scm.ranges[v], grid), 1) for v in settable])
+        reached_index = np.array([-1, *(scm.index[v] for v, _ in made)])  # -1: no intervention
+        reached_values = np.array([0.0, *(x for _, x in made)])
         noise = rng.standard_normal((NOISE_SAMPLES, scm.d))
         t = scm.index[scm.target]
-        e = np.stack([draw_expectations(m, t, index, values, noise) for m in models])  # (draws, candidates)
+        e = np.stack([draw_expectations(m, t, np.concatenate([index, reached_index]),
+                                        np.concatenate([values, reached_values]), noise) for m in models])
         sign = 1.0 if scm.goal == "max" else -1.0
-        mean, sd = e.mean(axis=0), e.std(axis=0)
+        e_cand = e[:, :len(index)]
+        scores = call_scores(surrogate, scm, index, values, sign * e_cand, sign * e[:, len(index):], models, made,
+                             budget, rng).score
+        mean, sd = e_cand.mean(axis=0), e_cand.std(axis=0)
         entries = []
         for k, v in enumerate(settable):
             cols = np.arange(k * grid, (k + 1) * grid)
-            fresh = [c for c in cols if (v, float(values[c])) not in made]
-            cols = np.asarray(fresh or cols)  # every grid value already made: the best of them again
-            best = int(cols[np.argmax(sign * mean[cols])])
-            entries.append(VariableBelief(v, marginals[v], float(values[best]), float(mean[best]), float(sd[best])))
-        entries.sort(key=lambda b: sign * b.expected + b.sd)
+            best = int(cols[np.argmax(scores[cols])])
+            entries.append(VariableBelief(v, marginals[v], float(values[best]), float(mean[best]), float(sd[best]),
+                                          float(scores[best])))
+        entries.sort(key=lambda b: b.score)
         return cls(scm.target, scm.goal, tuple(entries))
 
 

@@ -402,9 +402,8 @@ class CausalEnv:
 
     def _read_belief(self) -> str:
         """The surrogate's current belief (`training.tasks.causal.belief`) as the reply's last line, kept as `belief`."""
-        made = frozenset((v, round(x, 1)) for v, x in self._record.interventions)
         self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates),
-                                 made=made)
+                                 budget=self._record.budget, made=tuple(self._record.interventions))
         return self._belief.line()
 
     def _look_ahead(self, step: StepRecord) -> None:
