@@ -144,7 +144,7 @@ def greedy_eig_baseline() -> GreedyEIGPolicy:
 POLICIES: dict[str, Callable[[], Policy]] = {"random": RandomPolicy, "range_ends": RangeEndsPolicy,
                                              "greedy_eig": greedy_eig_baseline, "thompson": ThompsonPolicy,
                                              "expected_improvement": ExpectedImprovementPolicy,
-                                             "belief_ucb": BeliefPolicy, "teacher": teacher,
+                                             "belief_line": BeliefPolicy, "teacher": teacher,
                                              "oracle": OraclePolicy}
 
 

@@ -1,24 +1,22 @@
-"""The policy that acts on the belief line it is shown: the warm start's teacher and a scripted baseline.
+"""The policy that acts on the belief line it is shown: the starting policy's teacher and a scripted baseline.
 
 `BeliefPolicy` reads the belief the environment's last reply showed (`CausalEnv.belief`, the same object whose
-`line()` the model read) and sets the last variable listed, the one whose best setting not yet made has the best
-optimistic value E[target | do] + sd (goal max; - sd for min), to the value the line gives for it: an
-upper-confidence-bound rule on the posterior, one draw-based standard deviation wide, that never repeats a setting
-while the line has an untried one (`training.tasks.causal.belief`). Where the line says the effects are unknown (the
-surrogate has no draws: too little data, or a surrogate without a posterior over models) it observes, which is the
-call that makes them known. Its choice is a function of the text alone, so a model that imitates it can learn to
-read the line.
+`line()` the model read) and sets the last variable listed, at the value the line gives for it: the call with the
+largest expected reward under the posterior (expected improvement of the best E[target | do], expected information
+gain, a new exploration cell; `training.tasks.causal.acquisition`), a one-step-greedy rule. Where the line says the
+effects are unknown (the surrogate has no draws: too little data, or a surrogate without a posterior over models) it
+observes, which is the call that makes them known. Its choice is a function of the text alone, so a model that
+imitates it learns to read the line. Registered as the `belief_line` baseline.
 
 `repeat` and `stop` make the flawed teacher of the starting policy (`teacher`): before each call after the first,
 with probability `repeat` (`TEACHER_REPEAT`) it repeats its previous call to "confirm" it; and once it has made
 `STOP_AFTER` calls, before each further call, with probability `stop` (`TEACHER_STOP`) it ends the episode (the call
 is None: the episode's player answers the final answer instead of calling), leaving budget unused. The first is the
-trait the earlier belief-UCB expert showed (53% of its decisions repeated its previous call); the second is an
-impatient scientist's, put in on purpose. Both cost reward: a repeated call moves neither the best E[target | do]
-reached nor the exploration cells, and an unused call earns nothing (on the 128 held-out SCMs, 2 episodes each,
-belief UCB's weighted reward is 0.776, the teacher's 0.676; workflows/causal_main.yaml, docs/causal.md). A
-policy can drop both by reading its own previous calls and the line. The starting policy imitates this teacher;
-GRPO's job is to surpass it.
+trait an earlier expert showed (53% of its decisions repeated its previous call); the second is an impatient
+scientist's, put in on purpose. Both cost reward: a repeated call moves neither the best E[target | do] reached nor
+the exploration cells, and an unused call earns nothing (docs/causal.md, "Measured", gives the cost). A policy can
+drop both by reading its own previous calls and the line. The starting policy imitates this teacher; GRPO's job is
+to surpass it.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ STOP_AFTER = 2
 
 
 class BeliefPolicy:
-    name = "belief_ucb"
+    name = "belief_line"
 
     def __init__(self, repeat: float = 0.0, stop: float = 0.0):
         for name, value in (("repeat", repeat), ("stop", stop)):
@@ -55,6 +53,6 @@ class BeliefPolicy:
 
 
 def teacher() -> BeliefPolicy:
-    """The starting policy's teacher: belief UCB that repeats its previous call with probability `TEACHER_REPEAT`
+    """The starting policy's teacher: the line follower that repeats its previous call with probability `TEACHER_REPEAT`
     and, after `STOP_AFTER` calls, stops with probability `TEACHER_STOP` before each call."""
     return BeliefPolicy(repeat=TEACHER_REPEAT, stop=TEACHER_STOP)
