@@ -89,3 +89,23 @@ def test_a_build_from_scratch_passes_its_acceptance_check(tmp_path, monkeypatch)
     assert record["traces"] == shipped["traces"] and record["data"] == shipped["data"]
     if record["numerics"] == shipped["numerics"]:
         assert record["files"] == shipped["files"]
+
+
+def test_a_finished_build_replaces_an_existing_out_only_with_overwrite(tmp_path):
+    """The build's files are written at its end; an existing --out is refused without --overwrite (before any file
+    is touched) and replaced with it. Once, an existing --out made the atomic rename keep the old directory and drop
+    the new build without a word."""
+    from training.tasks.causal.starting_policy import write_build
+
+    dest = tmp_path / "policy"
+
+    def save(text):
+        return lambda tmp: (tmp / "model.safetensors").write_text(text)
+
+    write_build(dest, save("old"), {"build": 1}, overwrite=False)
+    with pytest.raises(BadInputError, match="--overwrite"):
+        write_build(dest, save("new"), {"build": 2}, overwrite=False)
+    assert (dest / "model.safetensors").read_text() == "old"
+    write_build(dest, save("new"), {"build": 2}, overwrite=True)
+    assert (dest / "model.safetensors").read_text() == "new"
+    assert json.loads((dest / BUILD_RECORD).read_text())["build"] == 2

@@ -1,22 +1,24 @@
 """The surrogate's belief as the policy reads it: per settable variable, P(parent of the target) and what the
-posterior expects of the target when that variable is set to its best value, with the uncertainty.
+posterior expects of the target when that variable is set as the line recommends, with the uncertainty; the
+variables ranked by what that call is expected to earn.
 
-`Belief.of(surrogate, scm, rng)` reads the surrogate's current posterior:
+`Belief.of(surrogate, scm, rng, budget=..., made=...)` reads the surrogate's current posterior, given the episode's
+budget and its interventions so far:
 
 * `parent`: P(X ∈ Pa(target)), the posterior's marginal (`ParentPosterior.marginals`).
 * For each settable variable X, candidate values x on a grid over its range (the two ends under a linear
   surrogate, whose E[target | do(X = x)] is affine in x under every draw, so an end is best; `NONLINEAR_GRID`
   values otherwise), `BELIEF_DRAWS` models from the surrogate's `posterior_models` and per draw m the expectation
-  E_m(X, x) = E[target | do(X = x)] (`draw_expectations`). `value` is the x whose posterior mean
-  mean_m E_m(X, x) is best for the goal, `expected` that mean, `sd` the standard deviation of E_m(X, value) over the
-  draws (the posterior's uncertainty about the effect, not the noise of a single sample).
-* Entries are ordered by the optimistic value `expected + sd` (goal max; `expected - sd` for min), the best LAST:
-  the order an upper-confidence-bound rule ranks them in, with the entry it would try right before the model's
-  turn. Last rather than first so that the model's call copies tokens a fixed distance back (each name and number
-  is one token) rather than a distance that grows with the number of variables. Measured: the 2-layer tiny model
-  learns neither ordering from the warm start, the 4-layer one follows this one (docs/causal.md, "Baselines and the
-  expert"). The warm-start expert follows that rule on this very line (`training.tasks.causal.belief_policy`), so what it
-  does is a function of what the policy sees.
+  E_m(X, x) = E[target | do(X = x)] (`draw_expectations`). Each candidate's score is the reward the call is
+  expected to earn under those draws (`training.tasks.causal.acquisition.call_scores`: expected improvement of the
+  best E[target | do] reached, expected information gain, a new exploration cell). `value` is X's best-scoring x,
+  `expected` the posterior mean of E_m(X, value), `sd` its standard deviation over the draws (the posterior's
+  uncertainty about the effect, not the noise of a single sample).
+* Entries are ordered by score, the best LAST, the call a one-step-greedy player would make right before the
+  model's turn. Last rather than first so that the model's call copies tokens a fixed distance back (each name and
+  number is one token) rather than a distance that grows with the number of variables. The teacher follows that
+  rule on this very line (`training.tasks.causal.belief_policy`), so what it does is a function of what the policy
+  sees. A setting already made expects no improvement and no new cell, so the line rarely offers it again.
 
 Where the surrogate cannot draw models (it has none, as the no-op and learned surrogates; or fewer than 2
 non-intervened rows for some node, as a frozen surrogate that never saw data) the effects are unknown: the line

@@ -41,6 +41,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -181,7 +182,8 @@ def device_name(device: str) -> dict:
     return {} if device == "cpu" else {"device": torch.cuda.get_device_name(torch.device(device))}
 
 
-def build(settings: BuildSettings, out: Path, command: str, show_progress: bool = True) -> dict:
+def build(settings: BuildSettings, out: Path, command: str, show_progress: bool = True,
+          overwrite: bool = False) -> dict:
     """Build, measure and write the starting policy (module docstring); returns the build record."""
     from training.tasks.causal.tiny_model import resolve_causal_model
 
@@ -219,12 +221,24 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
         "acceptance": accepted, "build_seconds": round(time.time() - started, 1),
     }
     dest = out if accepted["passed"] else out.with_name(out.name + "-rejected")
+    write_build(dest, lambda tmp: (model.save_pretrained(tmp), tokenizer.save_pretrained(tmp)), record,
+                overwrite=overwrite or not accepted["passed"])  # an earlier rejected build is no keepsake
+    return record
+
+
+def write_build(dest: Path, save, record: dict, overwrite: bool) -> None:
+    """`save(tmp)` then the record (with every file's sha256), moved to `dest` in one rename. An existing `dest` is
+    replaced only with `overwrite`, and only now, when the build is done (a failed build leaves it as it was)."""
+    if dest.exists():
+        if not overwrite:
+            raise BadInputError(f"{dest} exists; pass --overwrite or another --out")
+        shutil.rmtree(dest)
     with atomic_directory(dest) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        save(tmp)
         record["files"] = {p.name: sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         (tmp / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return record
+    if json.loads((dest / BUILD_RECORD).read_text())["files"] != record["files"]:
+        raise RuntimeError(f"{dest}: another process wrote it during the build; this build's files were discarded")
 
 
 def verify(path: Path) -> list[str]:
@@ -290,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise BadInputError(f"--out: {out} exists; pass --overwrite or another --out")
             settings = BuildSettings(**{k: getattr(args, k) for k in asdict(defaults)})
             command = "python -m training.tasks.causal.starting_policy " + " ".join(argv or sys.argv[1:])
-            record = build(settings, out, command)
+            record = build(settings, out, command, overwrite=args.overwrite)
             print(json.dumps({"out": str(out), "acceptance": record["acceptance"]}, indent=2))
             if not record["acceptance"]["passed"]:
                 share = record["acceptance"]["greedy"]["follows_line"]
