@@ -8,7 +8,7 @@ text, not a nested column, because Arrow would merge the different SCMs' keys in
 
 Train rows also carry `reference_calls_json`: the calls of the teacher playing that row's episode (same seed, so
 replaying them in the environment gives the same samples): the call the belief line of the last reply recommends
-(`training.tasks.causal.belief_policy.BeliefPolicy`: the variable listed last, the best setting not yet made, at the
+(`training.tasks.causal.belief_policy.BeliefPolicy`: the variable listed last, the call of largest expected reward, at the
 value shown), or with probability `TEACHER_REPEAT` its previous call again (`belief_policy.teacher`, the flawed
 teacher GRPO is to surpass). The teacher acts on what the policy reads, so imitation can teach the policy to read the
 belief. The starting policy imitates these traces and more episodes of the same rows
