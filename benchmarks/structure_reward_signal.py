@@ -18,7 +18,9 @@ import math
 import numpy as np
 
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.causal.baselines import EpsilonPolicy, GreedyEIGPolicy, RandomPolicy, run_policy
+from training.tasks.causal.policies.greedy_eig import GreedyEIGPolicy
+from training.tasks.causal.policies.play import run_policy
+from training.tasks.causal.policies.scripted import EpsilonPolicy, RandomPolicy
 
 POLICIES = {"random": RandomPolicy, "noisy expert": lambda: EpsilonPolicy(GreedyEIGPolicy(), 0.5),
             "greedy EIG": GreedyEIGPolicy}

@@ -5,14 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from training.tasks.causal.baselines import (
-    EpsilonPolicy,
-    GreedyEIGPolicy,
-    OraclePolicy,
-    RandomPolicy,
-    episode_messages,
-    run_policy,
-)
+from training.tasks.causal.policies.greedy_eig import GreedyEIGPolicy
+from training.tasks.causal.policies.play import episode_messages, run_policy
+from training.tasks.causal.policies.scripted import EpsilonPolicy, OraclePolicy, RandomPolicy
 from training.tasks.causal.splits import DATA_DIR, causal_prompt
 
 
@@ -77,7 +72,7 @@ def test_epsilon_mixes_expert_and_random_calls(rows):
 
 
 def test_range_ends_sets_distinct_variables_at_their_range_ends_without_reading_anything(rows):
-    from training.tasks.causal.baselines import RangeEndsPolicy
+    from training.tasks.causal.policies.scripted import RangeEndsPolicy
 
     for seed in (0, 1):
         record = run_policy(RangeEndsPolicy(), rows[0], seed)

@@ -6,8 +6,8 @@ import pytest
 
 from tests.tasks.causal.helpers import chain5
 from training.tasks.causal.belief import Belief, belief_rng
-from training.tasks.causal.belief_policy import BeliefPolicy
 from training.tasks.causal.env import CausalEnv, make_causal_env
+from training.tasks.causal.policies.belief_line import BeliefPolicy
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import scm_row
 
@@ -113,7 +113,7 @@ def test_following_the_line_makes_no_setting_twice_and_a_made_setting_expects_no
 
 
 def test_the_teacher_repeats_and_stops_at_its_rates_and_otherwise_follows_the_line():
-    from training.tasks.causal.belief_policy import STOP_AFTER, TEACHER_REPEAT, TEACHER_STOP, teacher
+    from training.tasks.causal.policies.belief_line import STOP_AFTER, TEACHER_REPEAT, TEACHER_STOP, teacher
 
     repeats = follows = calls = stops = chances = 0
     for seed in range(40):

@@ -12,7 +12,8 @@ from transformers import AutoTokenizer
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_loop import sampling_chat_template, tool_suffix_ids
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.causal.baselines import OraclePolicy, RandomPolicy, run_policy
+from training.tasks.causal.policies.play import run_policy
+from training.tasks.causal.policies.scripted import OraclePolicy, RandomPolicy
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, mean_metrics
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards
 from training.tasks.causal.splits import DATA_DIR

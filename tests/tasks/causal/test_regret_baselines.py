@@ -7,9 +7,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from training.tasks.causal.baselines import POLICIES, GreedyEIGPolicy, OraclePolicy, run_policy
 from training.tasks.causal.env import CausalEnv
-from training.tasks.causal.regret_policies import ExpectedImprovementPolicy, ThompsonPolicy
+from training.tasks.causal.policies.greedy_eig import GreedyEIGPolicy
+from training.tasks.causal.policies.play import run_policy
+from training.tasks.causal.policies.policy_catalogue import POLICIES
+from training.tasks.causal.policies.regret import ExpectedImprovementPolicy, ThompsonPolicy
+from training.tasks.causal.policies.scripted import OraclePolicy
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.scm_rows import load_scm_file
 from training.tasks.causal.splits import scm_row

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.tasks.causal.helpers import play
-from training.tasks.causal.baselines import random_call
+from training.tasks.causal.policies.scripted import random_call
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import DATA_DIR

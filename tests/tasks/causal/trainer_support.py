@@ -11,8 +11,8 @@ from peft import LoraConfig
 from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import StrictFlags
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.causal.baselines import random_call
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.policies.scripted import random_call
 from training.tasks.causal.splits import DATA_DIR
 from training.trainer import StrictGRPOTrainer
 

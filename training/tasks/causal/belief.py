@@ -17,8 +17,8 @@ budget and its interventions so far:
 * Entries are ordered by score, the best LAST, the call a one-step-greedy player would make right before the
   model's turn. Last rather than first so that the model's call copies tokens a fixed distance back (each name and
   number is one token) rather than a distance that grows with the number of variables. The teacher follows that
-  rule on this very line (`training.tasks.causal.belief_policy`), so what it does is a function of what the policy
-  sees. A setting already made expects no improvement and no new cell, so the line rarely offers it again.
+  rule on this very line (`training.tasks.causal.policies.belief_line`), so what it does is a function of what the
+  policy sees. A setting already made expects no improvement and no new cell, so the line rarely offers it again.
 
 Where the surrogate cannot draw models (it has none, as the no-op and learned surrogates; or fewer than 2
 non-intervened rows for some node, as a frozen surrogate that never saw data) the effects are unknown: the line

@@ -98,7 +98,7 @@ class StepRecord:
     @property
     def follows_line(self) -> bool:
         """Whether the call is the one the line recommended: its last entry's setting, or observe where the line
-        gave no effects (`training.tasks.causal.belief_policy.BeliefPolicy`, the warm start's teacher)."""
+        gave no effects (`training.tasks.causal.policies.belief_line.BeliefPolicy`, the warm start's teacher)."""
         if self.recommended is None:
             return self.tool == "observe"
         return self.intervention is not None and self.intervention[0] == self.recommended[0] and round(

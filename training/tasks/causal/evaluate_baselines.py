@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from training.errors import bad_input_exits
-from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.evaluation_task import write_evaluation
+from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policy_episodes import baseline_episodes, supported_policies
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import add_episode_source_arguments, episode_source

@@ -42,9 +42,9 @@ from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.spec import load_policy, spec_from_recipe
 from training.outputs import run_files
 from training.errors import BadInputError, bad_input_exits
-from training.tasks.causal.baselines import POLICIES
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.evaluation_task import component_weights, write_evaluation
+from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes, supported_policies
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, add_episode_source_arguments, episode_source

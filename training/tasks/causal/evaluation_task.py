@@ -12,7 +12,7 @@ episode's token stream, and for every policy the pairing key (episode k of an SC
 The environment is the recipe's `environment_factory` (`CausalEnvFrozen` for a frozen surrogate:
 `python -m training.evaluate RUN_DIR --set environment_factory=training.tasks.causal.env.CausalEnvFrozen`, the run's
 own model); the baselines (`--baseline NAME`) are
-`training.tasks.causal.baselines.POLICIES`, played with the same surrogate, active only.
+`training.tasks.causal.policies.policy_catalogue.POLICIES`, played with the same surrogate, active only.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@
 its `EpisodeSettings` say, a sampled episode from its own stream `episode_seed(seed, row, k)`), and reads each
 finished environment into a record.
 
-Episodes are paired across policies: episode k of row r resets the environment with seed `environment_seed(r, k)`
-(training.tasks.causal.baselines), the seed `run_policy` gives the baselines' episode k. So two policies' episode k on a
-row start from the same observational data and draw the same noise for the same calls.
+Episodes are paired across policies: episode k of row r resets the environment with seed `environment_seed(r, k)`,
+the seed `run_policy` (training.tasks.causal.policies.play) gives the baselines' episode k. So two policies' episode k
+on a row start from the same observational data and draw the same noise for the same calls.
 
 Each record (`episode_record`) holds the row's identity, the policy, the episode's final regret, parent F1 of the
 final posterior's MAP parent set, cumulative information gain (nats), final entropy, every reward component and the
@@ -29,8 +29,9 @@ from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_loop import play_episodes
 from training.errors import BadInputError
 from training.evaluation.pairing_seeds import environment_seed
-from training.tasks.causal.baselines import POLICIES, run_policy
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.policies.play import run_policy
+from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.reward_components import COMPONENTS, episode_rewards, weighted_reward
 
 SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", *COMPONENTS, "invalid_calls", "malformed_calls",

@@ -40,7 +40,7 @@ def _evaluate(trainer, rows: list[dict], seed: int):
 def _register_evaluation() -> None:
     from training.evaluation.task_registry import EvalTask, register
     from training.tasks.causal import evaluation_task
-    from training.tasks.causal.baselines import POLICIES
+    from training.tasks.causal.policies.policy_catalogue import POLICIES
 
     register(EvalTask(
         name="causal",

@@ -8,10 +8,10 @@ text, not a nested column, because Arrow would merge the different SCMs' keys in
 
 Train rows also carry `reference_calls_json`: the calls of the teacher playing that row's episode (same seed, so
 replaying them in the environment gives the same samples): the call the belief line of the last reply recommends
-(`training.tasks.causal.belief_policy.BeliefPolicy`: the variable listed last, the call of largest expected reward, at the
-value shown), or with probability `TEACHER_REPEAT` its previous call again (`belief_policy.teacher`, the flawed
-teacher GRPO is to surpass). The teacher acts on what the policy reads, so imitation can teach the policy to read the
-belief. The starting policy imitates these traces and more episodes of the same rows
+(`training.tasks.causal.policies.belief_line.BeliefPolicy`: the variable listed last, the call of largest expected
+reward, at the value shown), or with probability `TEACHER_REPEAT` its previous call again (`belief_line.teacher`, the
+flawed teacher GRPO is to surpass). The teacher acts on what the policy reads, so imitation can teach the policy to
+read the belief. The starting policy imitates these traces and more episodes of the same rows
 (`training.tasks.causal.starting_policy`); `FORCE_RATE` forcing uses their first call.
 
 Default splits (`python -m training.tasks.causal.splits` writes `data/causal/{train,heldout}.jsonl`, about a minute, most
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.belief_policy import teacher
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, make_causal_env
+from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.scm.families import FAMILIES, random_scm
 from training.tasks.causal.scm.scm import SCM
 

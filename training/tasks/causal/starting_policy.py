@@ -13,7 +13,7 @@ What a build does:
    tokens marked: for stage 1, every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by
    the teacher without its flaw (`BeliefPolicy()`: always the line's best entry; episode 0 on the row's own seed,
    episode k on the paired environment seed `environment_seed(row, k)`); for stage 2, the teacher's own traces, the
-   rows' `reference_calls_json` (`belief_policy.teacher`: the line's best entry, or its previous call again with
+   rows' `reference_calls_json` (`policies.belief_line.teacher`: the line's best entry, or its previous call again with
    probability `TEACHER_REPEAT`), played again and refused if the current teacher would not make them (stale data).
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
    format tokens' (`decision_weight`): with one mean over all 104 label tokens of a trace, the 18 that decide were
@@ -63,8 +63,8 @@ from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
 from training.run_setup.warm_start_tools import encode_messages, reference_trace, with_observation
 from training.evaluation.pairing_seeds import environment_seed
-from training.tasks.causal.belief_policy import BeliefPolicy, teacher
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.policies.belief_line import BeliefPolicy, teacher
 from training.tasks.causal.policy_episodes import lm_episodes
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
 from training.tasks.causal.splits import DATA_DIR, play_episode

@@ -16,18 +16,21 @@ trait an earlier expert showed (53% of its decisions repeated its previous call)
 scientist's, put in on purpose. Both cost reward: a repeated call moves neither the best E[target | do] reached nor
 the exploration cells, and an unused call earns nothing (docs/causal.md, "Measured", gives the cost). A policy can
 drop both by reading its own previous calls and the line. The starting policy imitates this teacher; GRPO's job is
-to surpass it.
+to surpass it. Registered as the `teacher` baseline.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from training.tasks.causal.policies.policy_registry import register_policy
+
 TEACHER_REPEAT = 0.4  # the teacher's chance of repeating its previous call (the bundled traces depend on it)
 TEACHER_STOP = 0.15  # its chance of stopping before each call once it made STOP_AFTER (the traces depend on it)
 STOP_AFTER = 2
 
 
+@register_policy("belief_line", order=60)
 class BeliefPolicy:
     name = "belief_line"
 
@@ -52,6 +55,7 @@ class BeliefPolicy:
         return "intervene", {"variable": best.variable, "value": best.value}
 
 
+@register_policy("teacher", order=70)
 def teacher() -> BeliefPolicy:
     """The starting policy's teacher: the line follower that repeats its previous call with probability `TEACHER_REPEAT`
     and, after `STOP_AFTER` calls, stops with probability `TEACHER_STOP` before each call."""

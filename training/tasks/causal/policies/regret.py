@@ -1,4 +1,5 @@
-"""Scripted baselines that aim at regret under the episode's posterior: Thompson sampling and expected improvement.
+"""Scripted baselines that aim at regret under the episode's posterior: Thompson sampling (`thompson`) and expected
+improvement (`expected_improvement`).
 
 Both read the episode's own surrogate (exact or additive: any surrogate with `posterior_models`), whose draws are
 (DAG, parameters) models with `simulate_each`, and search every actionable variable's whole range:
@@ -33,6 +34,7 @@ from scipy.optimize import minimize_scalar
 
 from training.tasks.causal.belief import NOISE_SAMPLES, draw_expectations
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.policies.policy_registry import register_policy
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
 FINE_GRID = 101  # values per variable
@@ -64,6 +66,7 @@ def goal_sign(env: CausalEnv) -> float:
     return 1.0 if env.scm.goal == "max" else -1.0
 
 
+@register_policy("thompson", order=40)
 @dataclass
 class ThompsonPolicy:
     grid: int = FINE_GRID
@@ -92,6 +95,7 @@ class ThompsonPolicy:
         return float(res.x) if -res.fun >= scores[k] else float(values[k])
 
 
+@register_policy("expected_improvement", order=50)
 @dataclass
 class ExpectedImprovementPolicy:
     grid: int = FINE_GRID
