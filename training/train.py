@@ -235,6 +235,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         heldout_rows=heldout_rows,
         environment_factory=env_factory,
     )
+    trainer.heldout.split = script_args.heldout_file  # stamped into the records that keep it (the causal task's)
     if trainer.accelerator.is_main_process:
         logger.info("Strict flags: %s", flags.as_env())
     tracking = attach_tracking(trainer, {  # report_to trackers: the resolved configuration beyond training_args

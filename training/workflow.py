@@ -16,7 +16,7 @@ evaluation cell with `eval_summary.json`) is skipped; a killed one resumes from 
 (`--resume_from_checkpoint true`), or starts over (`--overwrite_output_dir true`) when it had none; a run whose
 recorded configuration differs from the workflow's is an error, never reused. A failed run is reported with the
 tail of its log, and the others go on. Evaluation: every trained run's final held-out evaluation writes its
-`eval.jsonl` on the workflow's `eval_seed`, so all runs are scored on the same paired episodes. Then
+`eval.jsonl` on the workflow's `heldout_seed`, so all runs are scored on the same paired episodes. Then
 `training.compare` on the finished runs (`<output_dir>/comparison/`) and `<output_dir>/report.md`.
 """
 
@@ -48,7 +48,8 @@ RUN_FILE = run_files.WORKFLOW_RUN
 LOG_FILE = "train.log"
 RUN_OUTPUTS = (*run_files.TRAINING_OUTPUTS, run_files.EVAL)  # a cell with any of these has run
 BASE_MODEL_KEYS = ("model_name_or_path", "model_seed", "warm_start_steps", "warm_start_lr", "warm_start_batch_size",
-                   "warm_start_tool_call_rate", "train_file", "environment_factory", "system_prompt_file",
+                   "warm_start_tool_call_rate", "train_file", "environment_factory", "environment_settings",
+                   "system_prompt_file",
                    "chat_template_kwargs")
 TAIL_LINES = 25
 

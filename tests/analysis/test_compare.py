@@ -19,10 +19,10 @@ from training.evaluation.pairing_seeds import episode_seed
 ROWS, SAMPLES = 100, 2
 
 
-def write_run(path, scores, history=None, eval_seed=0, group=None, seed=None, samples=SAMPLES):
+def write_run(path, scores, history=None, heldout_seed=0, group=None, seed=None, samples=SAMPLES):
     ids = [(r, s) for r in range(len(scores) // samples) for s in range(samples)]
     episodes = [
-        Episode(r, s, episode_seed(eval_seed, r, s), None if np.isnan(x) else float(x))
+        Episode(r, s, episode_seed(heldout_seed, r, s), None if np.isnan(x) else float(x))
         for (r, s), x in zip(ids, scores, strict=True)
     ]
     write_episodes(path, episodes)
@@ -99,7 +99,7 @@ def test_unmatched_episodes_and_unpaired_seeds_are_named(tmp_path, base):
     (short / "eval.jsonl").write_text("\n".join(lines[:-3]) + "\n")
     with pytest.raises(ComparisonError, match=r"3 episode id\(s\) missing from short.*99:1"):
         main([str(a), str(short), "--out", str(tmp_path / "cmp")])
-    other_seed = write_run(tmp_path / "other", base, eval_seed=1)
+    other_seed = write_run(tmp_path / "other", base, heldout_seed=1)
     with pytest.raises(ComparisonError, match="different seeds in other and a"):
         main([str(a), str(other_seed), "--out", str(tmp_path / "cmp")])
 

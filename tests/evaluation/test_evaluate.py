@@ -30,7 +30,7 @@ def test_a_run_reevaluated_reproduces_its_training_episodes(launched_cpu_run, tm
     result = compare([load_run(f"trained={run}"), load_run(f"base={tmp_path / 'base'}")])
     assert result["episodes"]["scorable_in_all"] == len(trained)
 
-    greedy = main([str(run), "--greedy", "--eval-seed", "3", "--out", str(tmp_path / "greedy")])
+    greedy = main([str(run), "--greedy", "--heldout_seed", "3", "--out", str(tmp_path / "greedy")])
     assert greedy["n"] == 4 and all(e.seed is None for e in read_episodes(tmp_path / "greedy"))
     with pytest.raises(EvalSpecError, match="already holds an eval.jsonl"):
         main([str(run), "--out", str(tmp_path / "again")])
@@ -44,7 +44,7 @@ def test_the_tool_agent_is_scored_by_goal_success(tmp_path):
     assert all(e.success is (e.score >= 1.0) for e in episodes)
     assert summary["success_rate"] == summarize(episodes).success_rate
     assert set(summary["counts"]) == {"malformed_calls", "tool_errors"}
-    assert json.loads((tmp_path / "e" / "eval_summary.json").read_text())["spec"]["eval_seed"] == 0
+    assert json.loads((tmp_path / "e" / "eval_summary.json").read_text())["spec"]["heldout_seed"] == 0
 
 
 def test_bad_input_is_named_in_one_line(tmp_path):

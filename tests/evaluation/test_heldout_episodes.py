@@ -134,7 +134,7 @@ def test_trainer_heldout_logs_nan_count_and_writes_strict_episode_files(make_tra
     episodes = read_episodes(step_file)
     assert len(episodes) == 8 and [e.seed for e in episodes[:2]] == [episode_seed(5, 0, 0), episode_seed(5, 0, 1)]
     summary = strict_load(open(f"{out}/heldout/step-000000/eval_summary.json").read())
-    assert (summary["n"], summary["nan_count"], summary["mean"], summary["eval_seed"]) == (4, 4, 1.0, 5)
+    assert (summary["n"], summary["nan_count"], summary["mean"], summary["heldout_seed"]) == (4, 4, 1.0, 5)
     for line in open(step_file):
         strict_load(line)
     assert str(trainer.heldout.write_final()) == f"{out}/eval.jsonl"
@@ -210,7 +210,7 @@ def test_a_finished_run_leaves_its_final_episodes_beside_the_summary(launched_cp
     assert len(episodes) == 4 * summary["training_args"]["heldout_samples_per_prompt"]  # --heldout_max_samples 4
     assert summarize(episodes).mean == pytest.approx(summary["heldout_reward_after"])
     final = strict_load((out / "eval_summary.json").read_text())
-    assert final["step"] == summary["global_step"] and final["eval_seed"] == summary["training_args"]["heldout_seed"]
+    assert final["step"] == summary["global_step"] and final["heldout_seed"] == summary["training_args"]["heldout_seed"]
     assert (out / "heldout" / "step-000000" / "eval.jsonl").exists()  # the evaluation before training
     # the end-of-run change: per held-out row, the final minus the step-0 mean reward, over the rows
     (change,) = summary["heldout_change"]

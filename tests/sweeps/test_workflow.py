@@ -27,7 +27,7 @@ def write_workflow(tmp_path: Path, **spec) -> Path:
 
 def test_grid_variants_and_seeds_expand_to_named_runs_with_resolved_recipes(tmp_path):
     path = write_workflow(
-        tmp_path, eval_seed=7, overrides={"max_steps": 3}, grid={"learning_rate": [1e-3, 3e-3], "lora_r": [8]},
+        tmp_path, heldout_seed=7, overrides={"max_steps": 3}, grid={"learning_rate": [1e-3, 3e-3], "lora_r": [8]},
         variants={"all": {}, "no_format": {"overrides": {"reward_weights": [1.0, 0.0]}},
                   "base": {"evaluate_only": True}},
         compare={"baseline": "base"},

@@ -46,7 +46,7 @@ class EpisodeSettings:
         row) when `spec.greedy`."""
         iterations = spec.max_tool_calling_iterations
         settings = cls(
-            sampling=spec.sampling, episodes_per_row=spec.samples_per_prompt, seed=spec.eval_seed,
+            sampling=spec.sampling, episodes_per_row=spec.samples_per_prompt, seed=spec.heldout_seed,
             template_kwargs=dict(spec.template_kwargs),
             max_completion_length=spec.max_new_tokens,
             max_iterations=sys.maxsize if iterations is None else int(iterations),

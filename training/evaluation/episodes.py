@@ -3,7 +3,7 @@
 An episode is one scored completion (bundled task) or one played conversation (tool agent) of one held-out row.
 Its id is `(row, sample)`: the row's index in the held-out split and the sample's index among that row's
 `samples_per_prompt` samples (greedy episodes: sample 0, no seed). A sampled episode draws its randomness from its
-own seed, `episode_seed(eval_seed, row, sample)`, so two models evaluated with the same `eval_seed` see the same
+own seed, `episode_seed(heldout_seed, row, sample)`, so two models evaluated with the same `heldout_seed` see the same
 prompts with the same random numbers (paired episodes, common random numbers), whatever the batch layout.
 
 An episode whose score cannot be computed (a reward function returned None or NaN, the environment raised in

@@ -36,6 +36,7 @@ class EvalSpec:
     reward_funcs: list[str]
     reward_weights: list[float] | None
     environment_factory: str | None
+    environment_settings: dict | None
     system_prompt_file: str | None
     tool_names: list[str] | None
     template_kwargs: dict
@@ -43,7 +44,7 @@ class EvalSpec:
     max_new_tokens: int
     samples_per_prompt: int
     max_rows: int
-    eval_seed: int
+    heldout_seed: int
     max_tool_calls: int
     max_tool_calling_iterations: int | None
     dtype: str | None = None
@@ -65,6 +66,7 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
         reward_funcs=list(script.get("reward_funcs") or []),
         reward_weights=train.get("reward_weights"),
         environment_factory=script.get("environment_factory"),
+        environment_settings=script.get("environment_settings"),
         system_prompt_file=script.get("system_prompt_file"),
         tool_names=script.get("tool_names"),
         template_kwargs=dict(train.get("chat_template_kwargs") or {}),
@@ -74,7 +76,7 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
         samples_per_prompt=int(train.get("heldout_samples_per_prompt", 4)),
         max_rows=int(train.get("heldout_max_samples", 200)),
         # None: a run recorded when heldout_seed defaulted to the training seed, evaluated as it evaluated itself
-        eval_seed=int(train.get("seed", 0) if heldout_seed is None else heldout_seed),
+        heldout_seed=int(train.get("seed", 0) if heldout_seed is None else heldout_seed),
         max_tool_calls=int(train.get("max_tool_calls_per_episode", 4)),
         max_tool_calling_iterations=train.get("max_tool_calling_iterations"),
         dtype=model.get("dtype"),

@@ -1,36 +1,62 @@
-"""The tasks `training.evaluate` knows: one registry entry per task, so that a new task plugs in with one entry.
+"""The tasks every held-out evaluation knows, one entry each: `python -m training.evaluate` and the evaluation during
+training (training/evaluation/trainer_heldout.py) go through the same entry, so a new task plugs in with one.
 
-An `EvalTask` says when it applies to a spec (picked by priority when `--task` is not given), how it plays and
-scores the held-out episodes of a policy, and which non-model baselines it can play instead of a model (e.g. random
-or greedy policies). Its `evaluate(spec, policy)` returns the episodes (training/evaluation/episodes.py) and a dict of counts
-for the summary. `policy` is `(model, tokenizer)` for a model, or whatever the task's baseline factory returned.
+An `EvalTask` says when it applies to an evaluation's inputs (`EvalInputs`, built from a spec or from the trainer;
+picked by priority when `--task` is not given), how it plays and scores a policy's held-out episodes
+(`evaluate(inputs, policy) -> (episodes, counts)`: training/evaluation/episodes.py), which values the evaluation
+during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
+play instead of a model, and which command-line options of its own `python -m training.evaluate` takes
+(`options`, `with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever the task's baseline factory
+returned.
 
-Registered here: `reward_functions` (held-out prompts scored by the recipe's reward functions: the bundled
-larger-number task) and `environment` (multi-turn episodes in the recipe's `environment_factory`, scored by its goal
-checker: the tool agent). A task registers itself with `register(EvalTask(...))` from its `registration.py`, which
+Registered here: `reward_functions` (held-out prompts scored by the reward functions: the bundled larger-number task)
+and `environment` (multi-turn episodes in the `environment_factory`, scored by its goal checker: the tool agent). A
+task registers itself with `register(EvalTask(...))` from its `registration.py`, which
 `training.run_setup.task_plugins.load_tasks` imports.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from training.evaluation.episodes import SCORE, Episode
+from training.evaluation.episodes import SCORE, Episode, summarize
+from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.spec import EvalSpec, EvalSpecError
 from training.run_setup.task_plugins import load_tasks
+
+Played = tuple[list[Episode], dict]  # the episodes of one evaluate() call and its counts
+
+
+def reward_values(sampled: Played, greedy: Played) -> dict[str, float]:
+    """`heldout/reward` and `heldout/greedy_reward` (each left out when no episode could be scored) and
+    `heldout/nan_count`, the sampled episodes that could not be scored."""
+    values: dict[str, float] = {}
+    for name, (episodes, _) in (("heldout/reward", sampled), ("heldout/greedy_reward", greedy)):
+        mean = summarize(episodes).mean
+        if mean is not None and math.isfinite(mean):
+            values[name] = mean
+    values["heldout/nan_count"] = float(summarize(sampled[0]).nan_count)
+    return values
 
 
 @dataclass(frozen=True)
 class EvalTask:
     name: str
     description: str
-    applies: Callable[[EvalSpec], bool]
-    evaluate: Callable[[EvalSpec, object], tuple[list[Episode], dict]]
-    priority: int = 0  # when several tasks apply to a spec, the highest priority wins
-    baselines: dict[str, Callable[[EvalSpec], object]] = field(default_factory=dict)
+    applies: Callable[[EvalInputs], bool]
+    evaluate: Callable[[EvalInputs, object], Played]
+    priority: int = 0  # when several tasks apply to the inputs, the highest priority wins
+    baselines: dict[str, Callable[[EvalInputs], object]] = field(default_factory=dict)
     # the per-episode measures `training.compare` compares, and which way is better ("score" is every episode's)
     metric_directions: dict[str, str] = field(default_factory=lambda: {SCORE: "higher"})
+    heldout_values: Callable[[Played, Played], dict[str, float]] = reward_values
+    # the task's own options of `python -m training.evaluate` (each defaulting to None), and the inputs they ask
+    # for from the parsed arguments and the spec (None: the spec's own)
+    options: Callable[[argparse._ArgumentGroup], None] | None = None
+    with_options: Callable[[argparse.Namespace, EvalSpec], EvalInputs | None] | None = None
 
 
 TASKS: dict[str, EvalTask] = {}
@@ -43,76 +69,57 @@ def register(task: EvalTask) -> EvalTask:
     return task
 
 
-def resolve_task(spec: EvalSpec, name: str | None = None) -> EvalTask:
-    """The task named `name`, else the highest-priority task that applies to `spec`."""
+def resolve_task(inputs: EvalInputs, name: str | None = None) -> EvalTask:
+    """The task named `name`, else the highest-priority task that applies to `inputs`."""
     load_tasks()
     if name is not None:
         if name not in TASKS:
             raise EvalSpecError(f"--task {name!r} is not a known task; known: {sorted(TASKS)}")
         return TASKS[name]
-    applicable = sorted((t for t in TASKS.values() if t.applies(spec)), key=lambda t: -t.priority)
+    applicable = sorted((t for t in TASKS.values() if t.applies(inputs)), key=lambda t: -t.priority)
     if not applicable:
-        raise EvalSpecError(f"no evaluation task applies to {spec.source}; known: {sorted(TASKS)} (pass --task)")
+        raise EvalSpecError(f"no evaluation task applies to {inputs.source}; known: {sorted(TASKS)} (pass --task)")
     return applicable[0]
 
 
-def heldout_rows(spec: EvalSpec) -> list[dict]:
-    from training.run_setup.prompt_datasets import load_rows
-
-    if not spec.heldout_file:
-        raise EvalSpecError(f"{spec.source}: no heldout_file to evaluate on")
-    return load_rows(spec.heldout_file)[: spec.max_rows]
-
-
-def _evaluate_reward_functions(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
-    from training.evaluation.episode_settings import EpisodeSettings
+def _evaluate_reward_functions(inputs: EvalInputs, policy) -> Played:
     from training.evaluation.heldout_reward import heldout_episodes
-    from training.run_setup.recipe import import_reward
 
     model, tokenizer = policy
-    funcs = [import_reward(name) for name in spec.reward_funcs]
-    episodes = heldout_episodes(model, tokenizer, heldout_rows(spec), funcs, EpisodeSettings.from_spec(spec),
-                                reward_weights=spec.reward_weights)
+    episodes = heldout_episodes(model, tokenizer, inputs.rows, inputs.reward_funcs, inputs.settings,
+                                reward_weights=inputs.reward_weights)
     return episodes, {}
 
 
-def environment_rows(spec: EvalSpec) -> tuple[object, list[dict]]:
-    """The recipe's environment factory and the held-out rows, set up as training sets them up (the system prompt in
-    front, tool names checked, each row checked by the environment)."""
-    from types import SimpleNamespace
-
-    from training.run_setup.input_checks import check_environment_rows
-    from training.run_setup.recipe import setup_environment
-
-    script = SimpleNamespace(
-        environment_factory=spec.environment_factory, system_prompt_file=spec.system_prompt_file,
-        tool_names=spec.tool_names, train_file=spec.heldout_file, heldout_file=None,
-    )
-    factory, rows, _ = setup_environment(script, heldout_rows(spec), [])
-    check_environment_rows(factory, {spec.heldout_file: rows})
-    return factory, rows
-
-
-def _evaluate_environment(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
-    from training.evaluation.episode_settings import EpisodeSettings
+def _evaluate_environment(inputs: EvalInputs, policy) -> Played:
     from training.evaluation.tool_episodes import TOOL_ERROR, environment_episodes
 
     model, tokenizer = policy
-    factory, rows = environment_rows(spec)
-    episodes, counts = environment_episodes(model, tokenizer, rows, factory, EpisodeSettings.from_spec(spec))
+    episodes, counts = environment_episodes(model, tokenizer, inputs.rows, inputs.environment_factory,
+                                            inputs.settings)
     tool_errors = counts.pop(TOOL_ERROR, 0)
     return episodes, {"malformed_calls": dict(counts), "tool_errors": tool_errors}
 
 
+def _environment_values(sampled: Played, greedy: Played) -> dict[str, float]:
+    """The reward values, plus the malformed tool calls and the tools that raised, over sampled and greedy
+    episodes (counted as in training)."""
+    values = reward_values(sampled, greedy)
+    values["heldout/malformed_calls"] = float(sum(sum(c["malformed_calls"].values()) for _, c in (sampled, greedy)))
+    values["heldout/tool_errors"] = float(sum(c["tool_errors"] for _, c in (sampled, greedy)))
+    return values
+
+
 register(EvalTask(
     name="reward_functions",
-    description="held-out prompts, one completion per episode, scored by the recipe's reward functions (weighted)",
-    applies=lambda spec: spec.environment_factory is None,
+    description="held-out prompts, one completion per episode, scored by the reward functions (weighted)",
+    applies=lambda inputs: inputs.environment_factory is None,
     evaluate=_evaluate_reward_functions,
 ))
 register(EvalTask(
     name="environment",
-    description="multi-turn episodes in the recipe's environment, scored by its goal checker (success: reward 1)",
-    applies=lambda spec: spec.environment_factory is not None,
+    description="multi-turn episodes in the environment, scored by its goal checker (success: reward 1)",
+    applies=lambda inputs: inputs.environment_factory is not None,
     evaluate=_evaluate_environment,
+    heldout_values=_environment_values,
 ))

@@ -435,6 +435,14 @@ class StrictScriptArguments:
             "`training.tasks.workspace.env.WorkspaceEnv`), passed to TRL's `environment_factory`. None: no tools."
         },
     )
+    environment_settings: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Settings of the environment class (YAML mapping, or its JSON/YAML text on the command line): "
+            "each becomes a class attribute of a subclass made for this run, and each must be one the class "
+            "declares, e.g. the causal task's `{surrogate: additive, active: false}`."
+        },
+    )
     system_prompt_file: str | None = field(
         default=None,
         metadata={
@@ -448,6 +456,18 @@ class StrictScriptArguments:
     )
 
     def __post_init__(self):
+        if isinstance(self.environment_settings, str):
+            import yaml
+
+            try:
+                self.environment_settings = yaml.safe_load(self.environment_settings)
+            except yaml.YAMLError as err:
+                raise ConfigError(f"environment_settings={self.environment_settings!r} is not YAML: {err}") from None
+        if self.environment_settings is not None and not isinstance(self.environment_settings, dict):
+            raise ConfigError(f"environment_settings={self.environment_settings!r} must be a mapping of class "
+                              "attribute to value (YAML: environment_settings: {name: value})")
+        if self.environment_settings and not self.environment_factory:
+            raise ConfigError("environment_settings is given without an environment_factory to apply it to")
         if isinstance(self.reward_funcs, str) or not isinstance(self.reward_funcs, list):
             raise ConfigError(
                 f"reward_funcs={self.reward_funcs!r} must be a list of dotted paths 'module.function' (YAML: "

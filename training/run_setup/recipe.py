@@ -24,6 +24,7 @@ from training.outputs.atomic import DISK_FULL_ERRNOS
 from training.outputs.checkpoints import LOW_SPACE_BYTES, DiskFullError, free_bytes
 from training.run_setup.config import StrictGRPOConfig, StrictScriptArguments
 from training.errors import BadInputError
+from training.run_setup.environment_settings import configured_environment
 from training.run_setup.input_checks import import_object
 from training.run_setup.prompt_datasets import check_prompt_lengths
 from training.run_setup.reward_names import dotted_path
@@ -229,6 +230,8 @@ def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict]
     factory = import_object(script_args.environment_factory, "environment_factory")
     if not callable(factory):
         raise RecipeError(f"environment_factory {script_args.environment_factory!r} is not an importable callable")
+    if getattr(script_args, "environment_settings", None):
+        factory = configured_environment(factory, script_args.environment_settings)
     env_cls = type(factory())
     prompts = {}
     if script_args.system_prompt_file:

@@ -32,7 +32,8 @@ FIXED = frozenset({
     "lora_target_modules", "lora_target_parameters", "lora_modules_to_save", "lora_task_type", "use_rslora",
     "use_dora", "load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_quant_storage",
     "use_bnb_nested_quant", "model_seed", "warm_start_steps", "warm_start_lr", "warm_start_batch_size",
-    "warm_start_tool_call_rate", "trainer", "reward_funcs", "environment_factory", "tool_names", "advantage_estimator",
+    "warm_start_tool_call_rate", "trainer", "reward_funcs", "environment_factory", "environment_settings",
+    "tool_names", "advantage_estimator",
     *DATA_FILES, *(f"{name}:sha256" for name in DATA_FILES),
 })  # fmt: skip
 FREE = frozenset({

@@ -9,15 +9,12 @@ registry, `training.evaluation.task_registry`):
 * `TOKENIZER_LINES`: text the default tiny tokenizer learns its merges from, per task (the workspace task's words,
   so that copying a channel name into a tool call is a few tokens). Read in task-name order: the corpus, and so the
   tokenizer and its cache fingerprint, do not depend on the order entry points are listed in.
-* `TRAINING_EVALUATORS`: a task's own held-out evaluation during training, for the environments it recognises (the
-  causal task's regret, parent F1 and information gain), instead of the generic goal success.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -27,20 +24,6 @@ TINY_MODELS: dict[str, Callable[[Path, int], str]] = {}
 TOKENIZER_LINES: dict[str, Callable[[], list[str]]] = {}
 
 
-@dataclass(frozen=True)
-class TrainingEvaluator:
-    """A task's held-out evaluation of the trainer's current policy. `evaluate(trainer, rows, seed)` returns the
-    metric means (`heldout/*`) and the sampled and greedy episodes (`training.evaluation.episodes.Episode`, written
-    to `eval.jsonl` and `eval_greedy.jsonl` like every held-out evaluation); `metric_directions` names the episode
-    metrics the end of a run compares with step 0 besides the reward, and which way each is better."""
-
-    name: str
-    applies: Callable[[object], bool]
-    evaluate: Callable[[object, list[dict], int], tuple[dict[str, float], list, list]]
-    metric_directions: dict[str, str]
-
-
-TRAINING_EVALUATORS: dict[str, TrainingEvaluator] = {}
 _loaded = False
 
 
@@ -74,10 +57,6 @@ def register_tokenizer_lines(task: str, lines: Callable[[], list[str]]) -> None:
     _register(TOKENIZER_LINES, task, lines, "tokenizer lines of task")
 
 
-def register_training_evaluator(evaluator: TrainingEvaluator) -> None:
-    _register(TRAINING_EVALUATORS, evaluator.name, evaluator, "training evaluator")
-
-
 def tiny_model(name: str) -> Callable[[Path, int], str] | None:
     load_tasks()
     return TINY_MODELS.get(name)
@@ -86,12 +65,3 @@ def tiny_model(name: str) -> Callable[[Path, int], str] | None:
 def task_tokenizer_lines() -> list[str]:
     load_tasks()
     return [line for task in sorted(TOKENIZER_LINES) for line in TOKENIZER_LINES[task]()]
-
-
-def training_evaluator(trainer) -> TrainingEvaluator | None:
-    """The registered evaluator that recognises the trainer's environment, if any."""
-    load_tasks()
-    matching = [e for e in TRAINING_EVALUATORS.values() if e.applies(trainer)]
-    if len(matching) > 1:
-        raise ValueError(f"several training evaluators apply to this run: {[e.name for e in matching]}")
-    return matching[0] if matching else None

@@ -4,7 +4,7 @@
     output_dir: runs/workflows/lr_sweep   # one directory per run under output_dir/runs/
     recipe: recipes/tiny_cpu.yaml         # the default recipe (a variant may name another)
     seeds: [0, 1, 2]
-    eval_seed: 0                          # heldout_seed of every run: all runs are scored on the same episodes
+    heldout_seed: 0                       # heldout_seed of every run: all runs are scored on the same episodes
     overrides: {max_steps: 40}            # recipe keys set in every run
     grid: {learning_rate: [3.0e-4, 1.0e-3, 3.0e-3]}   # the sweep: every combination (cartesian product)
     variants:                             # named configurations (ablations), default {default: {}}
@@ -39,7 +39,7 @@ import yaml
 
 from training.errors import BadInputError
 
-TOP_KEYS = {"name", "description", "output_dir", "recipe", "seeds", "eval_seed", "overrides", "grid", "variants",
+TOP_KEYS = {"name", "description", "output_dir", "recipe", "seeds", "heldout_seed", "overrides", "grid", "variants",
             "launcher", "compare", "seed_keys"}
 VARIANT_KEYS = {"recipe", "overrides", "seeds", "evaluate_only", "description", "baseline", "adapter_of"}
 LAUNCHER_KEYS = {"accelerate_config", "num_processes", "threads_per_run"}
@@ -189,7 +189,7 @@ def load_workflow(path: str | Path, output_dir: str | None = None) -> Workflow:
                 recipe = {**base, **overrides, **voverrides, **point}
                 recipe.update({key: seed for key in seed_keys})
                 recipe.update(
-                    seed=seed, heldout_seed=int(spec.get("eval_seed", 0)), output_dir=str(run_dir),
+                    seed=seed, heldout_seed=int(spec.get("heldout_seed", 0)), output_dir=str(run_dir),
                     run_name=cell_name, tracking_group=group,
                 )
                 recipe.setdefault("project", name)

@@ -41,22 +41,26 @@ def test_baselines_run_through_the_same_command_and_compare_per_metric(tmp_path)
     assert "## parent_f1 (higher is better)" in (tmp_path / "cmp" / "comparison.md").read_text()
 
 
-def test_evaluate_policy_plays_the_episodes_training_evaluate_plays(tmp_path):
-    """The causal front end for episodes from elsewhere (`evaluate_policy`) reads the recipe and loads the model as
-    `training.evaluate` does, and plays through the same loop: the same model, rows and seed give the same records."""
-    import yaml
+def test_a_causal_run_reevaluated_gives_the_records_of_its_heldout_evaluation_during_training(tmp_path):
+    """One entry for both: the run's own eval.jsonl and eval_greedy.jsonl (written by the evaluation during training)
+    and `python -m training.evaluate RUN_DIR` (sampled, then --greedy) hold the same records, line for line; the
+    causal options are the recipe's environment settings (`--frozen` = `--set environment_settings=...`)."""
+    from training.train import main as train
 
-    from training.tasks.causal import evaluate_policy
+    run = tmp_path / "run"
+    train(["--config", "recipes/causal_cpu.yaml", "--output_dir", str(run), "--max_steps", "1",
+           "--per_device_train_batch_size", "4", "--num_generations", "4", "--heldout_max_samples", "2",
+           "--heldout_samples_per_prompt", "2", "--heldout_eval_steps", "0"])
 
-    summary = evaluate([*RECIPE, "--out", str(tmp_path / "evaluate")])
-    recipe = yaml.safe_load(open("recipes/causal_cpu.yaml"))
-    recipe.update(warm_start_steps=0, max_completion_length=96)
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    evaluate_policy.main(["--model", summary["model_path"], "--recipe", str(tmp_path / "recipe.yaml"), "--split",
-                          "heldout", "--limit", "4", "--episodes", "2", "--out", str(tmp_path / "policy")])
+    def lines(path):
+        return path.read_text().splitlines()
 
-    def played(directory):
-        return [{**e.as_json(), "extra": {k: v for k, v in e.extra.items() if k not in ("policy", "split")}}
-                for e in read_episodes(tmp_path / directory)]
-
-    assert played("policy") == played("evaluate") and len(played("policy")) == 8
+    evaluate([str(run), "--out", str(tmp_path / "sampled")])
+    evaluate([str(run), "--greedy", "--out", str(tmp_path / "greedy")])
+    assert lines(tmp_path / "sampled" / "eval.jsonl") == lines(run / "eval.jsonl") and len(lines(run / "eval.jsonl")) == 4
+    assert lines(tmp_path / "greedy" / "eval.jsonl") == lines(run / "eval_greedy.jsonl")
+    evaluate([str(run), "--frozen", "--out", str(tmp_path / "frozen")])
+    evaluate([str(run), "--set", "environment_settings={active: false}", "--out", str(tmp_path / "frozen_set")])
+    frozen = read_episodes(tmp_path / "frozen")
+    assert lines(tmp_path / "frozen" / "eval.jsonl") == lines(tmp_path / "frozen_set" / "eval.jsonl")
+    assert all(e.extra["surrogate"] == "frozen" and e.metrics["info_gain"] == 0.0 for e in frozen)

@@ -46,7 +46,8 @@ def test_the_causal_workflow_trains_evaluates_and_compares_every_policy(tmp_path
     assert "need at least 3" in comparison["subsets"]["mechanism=nonlinear"]["error"]  # one nonlinear SCM of 4
     runs = tmp_path / "out" / "runs"
     frozen = json.loads((runs / "frozen-seed1" / "eval_summary.json").read_text())
-    assert frozen["adapter"].endswith("trained-seed1") and frozen["spec"]["environment_factory"].endswith("Frozen")
+    assert frozen["adapter"].endswith("trained-seed1") and frozen["spec"]["environment_settings"] == {"active": False}
+    assert all(e["extra"]["surrogate"] == "frozen" for e in map(json.loads, (runs / "frozen-seed1" / "eval.jsonl").open()))
     # the trained run's own model: the starting policy it trained from
     trained = json.loads((runs / "trained-seed1" / "run_summary.json").read_text())
     assert frozen["model_path"] == trained["resolved_model_path"]

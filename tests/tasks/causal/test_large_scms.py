@@ -165,13 +165,14 @@ def test_one_training_step_and_the_held_out_evaluation_on_a_large_scm(name, surr
     assert records and all(r["n_vars"] == load_user_scm(SCMS / f"{name}.yaml").d for r in records)
 
 
-def test_evaluate_policy_refuses_greedy_eig_with_the_learned_surrogate_by_name(tmp_path, monkeypatch, capsys):
-    from training.tasks.causal import evaluate_policy
+def test_evaluate_refuses_greedy_eig_with_the_learned_surrogate_by_name(tmp_path, monkeypatch, capsys):
+    from training.evaluate import cli
+    from training.tasks.causal.scm_rows import CAUSAL_RECIPE
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as err:
-        evaluate_policy.main(["--baseline", "greedy_eig", "--surrogate", "learned", "--scm",
-                              str(SCMS / "er20_linear.yaml"), "--out", "g"])
+        cli(["--recipe", str(CAUSAL_RECIPE), "--baseline", "greedy_eig", "--surrogate", "learned", "--scm",
+             str(SCMS / "er20_linear.yaml"), "--out", "g"])
     assert err.value.code == 2 and "['greedy_eig'] need a surrogate with a batched lookahead" in capsys.readouterr().err
     assert not (tmp_path / "g").exists()
 

@@ -1,6 +1,7 @@
 """A user's SCM file through the command line, from any directory, no Python written: the five failures of issue 24
-(an SCM file as a split, rows from an SCM file, rows without a prompt, the default recipe outside the checkout, the
-baselines CLI on an SCM with the final parent marginals in its records)."""
+(an SCM file as a split, rows from an SCM file, rows without a prompt, the recipe outside the checkout, the
+baselines CLI on an SCM with the final parent marginals in its records), through `python -m training.evaluate`'s
+causal options."""
 
 import json
 import sys
@@ -12,7 +13,9 @@ import pytest
 from training.evaluation.episodes import read_episodes
 from training.errors import BadInputError
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.causal import evaluate_baselines, evaluate_policy, scm_rows, train_scm
+from training.evaluate import cli as evaluate_cli
+from training.evaluate import main as evaluate
+from training.tasks.causal import evaluate_baselines, scm_rows, train_scm
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
 from training.tasks.causal.splits import scm_row
 
@@ -28,28 +31,41 @@ def elsewhere(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_an_scm_file_is_a_split_for_evaluate_policy_from_any_directory(elsewhere):
-    # was: DatasetError '.../data/causal/cbo.yaml.jsonl' does not exist; and --recipe's relative default
-    # recipes/causal_cpu.yaml raised FileNotFoundError outside the checkout
-    records = evaluate_policy.main(["--baseline", "random", "--split", "cbo.yaml", "--episodes", "2", "--budget", "3",
-                                    "--out", "random"])
-    assert len(records) == 2 and all(r["budget"] == 3 and r["n_vars"] == 3 for r in records)
-    written = read_episodes(elsewhere / "random")  # an evaluation directory, as training.evaluate writes
-    assert [e.extra["env_seed"] for e in written] == [r["env_seed"] for r in records]
-    assert [e.metrics["regret"] for e in written] == [r["regret"] for r in records]
-    summary = json.loads((elsewhere / "random" / "eval_summary.json").read_text())
-    assert summary["metric_directions"]["regret"] == "lower" and summary["baseline"] == "random"
-    again = evaluate_policy.main(["--baseline", "random", "--scm", "cbo.yaml", "--episodes", "2", "--budget", "3",
-                                  "--out", "again"])
-    assert [r["call_log"] for r in again] == [r["call_log"] for r in records]  # --scm and --split FILE: same episodes
-    assert evaluate_policy.CAUSAL_RECIPE.is_absolute() and evaluate_policy.CAUSAL_RECIPE.is_file()
+RECIPE = ["--recipe", str(scm_rows.CAUSAL_RECIPE)]
+
+
+def records(directory) -> list[dict]:
+    return [e.extra for e in read_episodes(directory)]
+
+
+def test_an_scm_file_is_a_split_for_evaluate_from_any_directory(elsewhere):
+    # was: DatasetError '.../data/causal/cbo.yaml.jsonl' does not exist; and a relative recipe path raised
+    # FileNotFoundError outside the checkout
+    summary = evaluate([*RECIPE, "--baseline", "random", "--split", "cbo.yaml", "--samples-per-prompt", "2",
+                        "--budget", "3", "--out", "random"])
+    played = records(elsewhere / "random")
+    assert len(played) == 2 and all(r["budget"] == 3 and r["n_vars"] == 3 for r in played)
+    assert summary["split"] == str(elsewhere / "cbo.yaml") and all(r["split"] == summary["split"] for r in played)
+    written = json.loads((elsewhere / "random" / "eval_summary.json").read_text())
+    assert written["metric_directions"]["regret"] == "lower" and written["baseline"] == "random"
+    evaluate([*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--samples-per-prompt", "2", "--budget", "3",
+              "--out", "again"])
+    assert [r["call_log"] for r in records(elsewhere / "again")] == [r["call_log"] for r in played]  # the same episodes
+    assert scm_rows.CAUSAL_RECIPE.is_absolute() and scm_rows.CAUSAL_RECIPE.is_file()
     with pytest.raises(BadInputError, match="already holds an eval.jsonl"):
-        evaluate_policy.evaluate(["--baseline", "random", "--scm", "cbo.yaml", "--out", "again"])
+        evaluate([*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--out", "again"])
+
+
+def test_a_causal_option_for_another_task_is_refused_by_name(elsewhere):
+    with pytest.raises(BadInputError, match="--scm, --budget: options of the causal task; this evaluation's task is "
+                                            "'reward_functions'"):
+        evaluate(["--recipe", str(REPO / "recipes" / "tiny_cpu.yaml"), "--baseline", "x", "--scm", "cbo.yaml",
+                  "--budget", "3", "--out", "o"])
 
 
 def test_a_missing_scm_file_is_one_error_line(elsewhere, capsys):
     with pytest.raises(SystemExit) as err:
-        evaluate_policy.main(["--baseline", "random", "--scm", "nope.yaml", "--out", "x"])
+        evaluate_cli([*RECIPE, "--baseline", "random", "--scm", "nope.yaml", "--out", "x"])
     assert err.value.code == 2
     assert capsys.readouterr().err.strip().startswith("error: --scm: SCM file")
 
@@ -61,7 +77,7 @@ def test_a_variable_given_twice_is_one_error_line_naming_it_and_its_lines(elsewh
     (elsewhere / "twice.yaml").write_text(twice)
     line = [i for i, x in enumerate(twice.splitlines(), start=1) if x.startswith("  Z:")]
     with pytest.raises(SystemExit) as err:
-        evaluate_policy.main(["--baseline", "random", "--scm", "twice.yaml", "--out", "dup"])
+        evaluate_cli([*RECIPE, "--baseline", "random", "--scm", "twice.yaml", "--out", "dup"])
     assert err.value.code == 2
     message = capsys.readouterr().err.strip()
     assert message.startswith("error: ") and "\n" not in message
@@ -107,17 +123,16 @@ def test_rows_from_a_generator_and_from_a_list_of_files(elsewhere, monkeypatch):
     assert load_rows(elsewhere / "two" / "heldout.jsonl")[0]["goal"] == "max"
 
 
-def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(elsewhere, capsys):
+def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(elsewhere, causal_model_dir):
     # was: load_rows refused every row without a 'prompt', though baselines never read one
     row = scm_row(scm_rows.load_scm_file("cbo.yaml"), seed=5, budget=2)
     del row["prompt"]
     (elsewhere / "bare.jsonl").write_text(json.dumps(row) + "\n")
-    records = evaluate_policy.main(["--baseline", "oracle", "--split", "bare.jsonl", "--episodes", "1", "--out",
-                                    "o"])
-    assert records[0]["calls"] == 2.0 and records[0]["interventions_on"] == {"Z": 2}
-    with pytest.raises(SystemExit) as err:
-        evaluate_policy.main(["--model", "unused", "--split", "bare.jsonl", "--out", "m"])
-    assert err.value.code == 2 and "row 0 has no 'prompt'" in capsys.readouterr().err
+    evaluate([*RECIPE, "--baseline", "oracle", "--split", "bare.jsonl", "--samples-per-prompt", "1", "--out", "o"])
+    (played,) = records(elsewhere / "o")
+    assert played["calls"] == 2.0 and played["interventions_on"] == {"Z": 2}
+    with pytest.raises(BadInputError, match="bare.jsonl: row 0 has no 'prompt'"):
+        evaluate([*RECIPE, "--model", causal_model_dir, "--split", "bare.jsonl", "--out", "m"])
 
 
 def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhere, capsys):
@@ -126,12 +141,12 @@ def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhe
                     "--policies", "random,greedy_eig,oracle", "--surrogate", "additive", "--out", "b"])
     out = capsys.readouterr().out
     assert "| random |" in out and "| greedy_eig |" in out and "| oracle |" in out and "(-2.1718)" in out
-    records = [e.extra for name in ("random", "greedy_eig", "oracle") for e in read_episodes(elsewhere / "b" / name)]
-    assert [r["policy"] for r in records] == ["random"] * 2 + ["greedy_eig"] * 2 + ["oracle"] * 2
-    for r in records:
+    played = [r for name in ("random", "greedy_eig", "oracle") for r in records(elsewhere / "b" / name)]
+    assert [r["policy"] for r in played] == ["random"] * 2 + ["greedy_eig"] * 2 + ["oracle"] * 2
+    for r in played:
         assert set(r["parent_marginals"]) == {"X", "Z"} and all(0 <= p <= 1 for p in r["parent_marginals"].values())
         assert r["surrogate_kind"] == "additive" and r["budget"] == 3 and r["optimum"] == pytest.approx(-2.1718, 1e-4)
-    assert records[4]["best_expected"] == pytest.approx(-2.1718, abs=1e-3)  # the oracle sets Z at its optimum
+    assert played[4]["best_expected"] == pytest.approx(-2.1718, abs=1e-3)  # the oracle sets Z at its optimum
 
 
 def test_training_takes_an_scm_file(elsewhere, capsys):
@@ -140,8 +155,9 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
                                     "--max_steps", "2"])
     rows = elsewhere / "run" / "scm_rows"
     assert argv == ["--config", str(train_scm.CAUSAL_RECIPE), "--max_steps", "2", "--environment_factory",
-                    "training.tasks.causal.env.CausalEnvAdditive", "--output_dir", "run", "--train_file",
-                    str(rows / "train.jsonl"), "--heldout_file", str(rows / "heldout.jsonl")]
+                    "training.tasks.causal.env.CausalEnv", "--environment_settings", "{surrogate_kind: additive}",
+                    "--output_dir", "run", "--train_file", str(rows / "train.jsonl"), "--heldout_file",
+                    str(rows / "heldout.jsonl")]
     train = load_rows(rows / "train.jsonl")
     assert len(train) == 3 and all(r["budget"] == 4 and len(json.loads(r["reference_calls_json"])) == 4 for r in train)
     assert len(load_rows(rows / "heldout.jsonl")) == 8

@@ -150,21 +150,24 @@ def test_sampled_heldout_success_averages_over_episodes_and_is_reproducible(tiny
 def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, monkeypatch):
     from collections import Counter
 
-    import training.evaluation.trainer_heldout as heldout
+    import training.evaluation.tool_episodes as tool_episodes
     from tests.support.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
+    from training.evaluation.episodes import Episode
 
     trainer = build_tiny_env_trainer(str(tmp_path / "out"), heldout_samples_per_prompt=3, temperature=0.9)
     trainer.heldout_rows = workspace_post_rows()[:2]
     calls = []
 
-    def fake_success(model, tokenizer, rows, factory, settings, episodes=None):
+    def fake_episodes(model, tokenizer, rows, factory, settings):
         calls.append({"rows": rows, "settings": settings})
-        sampled = settings.sampling is not None
-        return (0.25, Counter(bad_json=2)) if sampled else (0.5, Counter(unknown_tool=1))
+        if settings.sampling is not None:
+            return [Episode(0, 0, 1, 0.0), Episode(1, 0, 2, 0.5)], Counter(bad_json=2, tool_error=1)
+        return [Episode(0, 0, None, 1.0), Episode(1, 0, None, 0.0)], Counter(unknown_tool=1)
 
-    monkeypatch.setattr(heldout, "environment_success", fake_success)
-    result = trainer.evaluate_heldout()
-    assert result == {"heldout/reward": 0.25, "heldout/greedy_reward": 0.5, "heldout/malformed_calls": 3.0}
+    monkeypatch.setattr(tool_episodes, "environment_episodes", fake_episodes)
+    result = trainer.evaluate_heldout()  # the generic environment task, as `python -m training.evaluate` plays it
+    assert result == {"heldout/reward": 0.25, "heldout/greedy_reward": 0.5, "heldout/nan_count": 0.0,
+                      "heldout/malformed_calls": 3.0, "heldout/tool_errors": 1.0}
     sampled = next(c for c in calls if c["settings"].sampling)
     assert sampled["settings"].sampling["temperature"] == 0.9 and sampled["settings"].episodes_per_row == 3
     assert sampled["rows"] == trainer.heldout_rows
@@ -176,6 +179,7 @@ def test_tool_run_heldout_generates_with_the_full_weights_gathered(tmp_path, mon
     from collections import Counter
     from contextlib import contextmanager
 
+    import training.evaluation.tool_episodes as tool_episodes
     import training.evaluation.trainer_heldout as heldout
     from tests.support.tiny_trainer import build_tiny_env_trainer, workspace_post_rows
 
@@ -189,12 +193,12 @@ def test_tool_run_heldout_generates_with_the_full_weights_gathered(tmp_path, mon
         yield
         gathered.append(False)
 
-    def fake_success(model, tokenizer, rows, factory, settings, episodes=None):
+    def fake_episodes(model, tokenizer, rows, factory, settings):
         seen.append(gathered[-1] if gathered else False)
-        return 0.5, Counter()
+        return [], Counter()
 
     monkeypatch.setattr(heldout, "full_weights_for_generation", recording_gather)
-    monkeypatch.setattr(heldout, "environment_success", fake_success)
+    monkeypatch.setattr(tool_episodes, "environment_episodes", fake_episodes)
     trainer.evaluate_heldout()
     assert seen == [True, True]  # sampled and greedy, both inside the gather
 

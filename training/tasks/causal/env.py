@@ -258,8 +258,15 @@ def build_surrogate(kind: str, variables: list[str], target: str, max_parents: i
 class CausalEnv:
     """One episode of interventions on a seeded SCM (see module docstring). Configure via `make_causal_env`."""
 
-    surrogate_kind = "exact"
+    surrogate_kind = "exact"  # a SURROGATES name (recipe: `environment_settings: {surrogate_kind: additive}`)
     active = True  # False: the surrogate is frozen (never updated)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.surrogate_kind not in SURROGATE_KINDS:  # the live registry: a surrogate module added later counts
+            raise ValueError(f"surrogate_kind: must be one of {list(SURROGATE_KINDS)}, got {cls.surrogate_kind!r}")
+        if not isinstance(cls.active, bool):
+            raise ValueError(f"active: must be a bool, got {cls.active!r}")
 
     def __init__(self):
         self.scm: SCM | None = None
@@ -439,21 +446,7 @@ class CausalEnv:
 def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
     """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
     (`SURROGATES`: "exact" the linear-Gaussian one, "additive" the nonlinear one, "learned", "noop");
-    `active=False` freezes the surrogate (it never updates)."""
-    if surrogate not in SURROGATES:
-        raise ValueError(f"surrogate: must be one of {SURROGATES}, got {surrogate!r}")
-    if not isinstance(active, bool):
-        raise ValueError(f"active: must be a bool, got {active!r}")
-    name = f"CausalEnv_{surrogate}{'' if active else '_frozen'}"
-    return type(name, (CausalEnv,), {"surrogate_kind": surrogate, "active": active, "__doc__": CausalEnv.__doc__})
+    `active=False` freezes the surrogate (it never updates). What a recipe's `environment_settings` makes."""
+    from training.run_setup.environment_settings import configured_environment
 
-
-# Importable frozen variant, for recipes (`environment_factory: training.tasks.causal.env.CausalEnvFrozen`): the old system's
-# failure mode, a surrogate that never learns (its structure and parent rewards are then exactly 0).
-CausalEnvFrozen = make_causal_env("exact", active=False)
-# The additive (nonlinear) surrogate, for recipes (`environment_factory: training.tasks.causal.env.CausalEnvAdditive`).
-CausalEnvAdditive = make_causal_env("additive")
-# The learned surrogate, for SCMs larger than the exact one handles (its `max_vars`, surrogates/catalogue.py).
-CausalEnvLearned = make_causal_env("learned")
-ENVIRONMENTS = {"exact": "training.tasks.causal.env.CausalEnv", "additive": "training.tasks.causal.env.CausalEnvAdditive",
-                "learned": "training.tasks.causal.env.CausalEnvLearned"}  # importable factories by surrogate name
+    return configured_environment(CausalEnv, {"surrogate_kind": surrogate, "active": active}, "make_causal_env")

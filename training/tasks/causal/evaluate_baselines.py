@@ -1,53 +1,86 @@
-"""The scripted baselines on a causal split or a user's SCM file, from the command line.
+"""The scripted baselines side by side, on a causal split or a user's SCM file: each through `python -m
+training.evaluate --baseline NAME` (the one evaluation entry), then one table.
 
-`python -m training.tasks.causal.evaluate_baselines --split heldout --episodes N` (or `--scm FILE --budget B
---initial_samples I`, `--surrogate additive`, `--out DIR`) prints per baseline the final regret, parent F1
-of the final posterior, cumulative information gain, reward, the best E[target | do] against the optimum, the final
-parent marginals and each variable's share of the interventions (`training.tasks.causal.results.summary_table`).
-`--out DIR` writes each baseline's evaluation directory, `DIR/<baseline>` (`eval.jsonl`, `eval_summary.json`), which
-`python -m training.tasks.causal.results` and `python -m training.compare` read.
+    python -m training.tasks.causal.evaluate_baselines --split heldout --episodes 2 [--out DIR]
+    python -m training.tasks.causal.evaluate_baselines --scm FILE --budget B --initial_samples I --surrogate additive
+
+prints per baseline the final regret, parent F1 of the final posterior, cumulative information gain, reward (the
+recipe's weights, `--recipe`, default the checkout's recipes/causal_cpu.yaml), the best E[target | do] against the
+optimum, the final parent marginals and each variable's share of the interventions
+(`training.tasks.causal.results.summary_table`). `--out DIR` keeps each baseline's evaluation directory,
+`DIR/<baseline>` (`eval.jsonl`, `eval_summary.json`), which `python -m training.tasks.causal.results` and
+`python -m training.compare` read.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
 from training.errors import bad_input_exits
-from training.tasks.causal.evaluation_task import write_evaluation
+from training.evaluate import main as evaluate
+from training.evaluation.episodes import read_episodes
 from training.tasks.causal.policies.policy_catalogue import POLICIES
-from training.tasks.causal.policy_episodes import baseline_episodes, supported_policies
+from training.tasks.causal.policy_episodes import supported_policies
 from training.tasks.causal.results import summary_table
-from training.tasks.causal.scm_rows import add_episode_source_arguments, episode_source
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+
+
+def add_source_arguments(parser, episodes: int) -> None:
+    """Where the episodes come from (`scm_rows.split_rows` reads them): --split, --scm, --budget,
+    --initial_samples, --surrogate, --max_parents, --episodes (default `episodes`), --limit."""
+    from training.tasks.causal.env import SAMPLED_SURROGATES
+
+    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
+                                                      "SCM file (.yaml)")
+    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
+    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
+    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
+                                                                           "the rows')")
+    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
+                        help="the environment's surrogate (additive: nonlinear mechanisms; learned: SCMs larger than "
+                             "the exact one handles)")
+    parser.add_argument("--max_parents", type=int, default=None,
+                        help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
+    parser.add_argument("--episodes", type=int, default=episodes, help="episodes per row (environment seeds "
+                                                                       "0..N-1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+
+
+def evaluate_argv(args: argparse.Namespace, baseline: str, out: Path) -> list[str]:
+    """`python -m training.evaluate`'s command line for one baseline."""
+    given = {"split": args.split, "scm": args.scm, "budget": args.budget, "initial_samples": args.initial_samples,
+             "max_parents": args.max_parents, "max-rows": args.limit}
+    return ["--recipe", args.recipe, "--baseline", baseline, "--out", str(out), "--overwrite", "--samples-per-prompt",
+            str(args.episodes), "--surrogate", args.surrogate, *(["--split", "heldout"] if not args.scm and
+                                                                    not args.split else []),
+            *(arg for key, value in given.items() if value is not None for arg in (f"--{key}", str(value)))]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Baseline policies on a causal split or a user's SCM file.")
-    add_episode_source_arguments(parser, episodes=2)
+    add_source_arguments(parser, episodes=2)
     parser.add_argument("--policies", default=None, help=f"comma-separated, of {list(POLICIES)} (default: all the "
                                                           "surrogate supports)")
+    parser.add_argument("--recipe", default=str(CAUSAL_RECIPE), help="the reward weights and sampling limits")
     parser.add_argument("--out", default=None, help="directory: one evaluation directory per baseline under it")
     args = parser.parse_args(argv)
-    with bad_input_exits():
-        policies = supported_policies(args.policies, args.surrogate)
-        rows, source = episode_source(args)
-    print(f"{source}: {len(rows)} rows x {args.episodes} episodes, budget {rows[0].get('budget')}, {args.surrogate} "
-          f"surrogate; mean ± std over episodes")
     runs, seconds = [], {}
-    for name in policies:
-        t0 = time.perf_counter()
-        recs = baseline_episodes(name, rows, args.episodes, args.surrogate)
-        seconds[name] = (time.perf_counter() - t0) / len(recs)
-        for r in recs:
-            r.update(decoding="policy", surrogate="active", surrogate_kind=args.surrogate, split=source)
-        runs.append((name, recs))
+    with bad_input_exits(), tempfile.TemporaryDirectory() as scratch:
+        root = Path(args.out) if args.out else Path(scratch)
+        for name in supported_policies(args.policies, args.surrogate):
+            started = time.perf_counter()
+            summary = evaluate(evaluate_argv(args, name, root / name))
+            runs.append((name, [e.extra for e in read_episodes(root / name)]))
+            seconds[name] = (time.perf_counter() - started) / summary["n_total"]
+    rows = runs[0][1]
+    print(f"{summary['split']}: {len({r['row'] for r in rows})} rows x {args.episodes} episodes, budget "
+          f"{rows[0]['budget']}, {args.surrogate} surrogate; mean ± std over episodes")
     print(summary_table(runs))
     print("s/episode: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
     if args.out:
-        for name, recs in runs:
-            write_evaluation(Path(args.out) / name, recs, 0, {"source": "training.tasks.causal.evaluate_baselines",
-                                                              "baseline": name, "split": source})
         print(f"evaluation directories -> {args.out}/<baseline>")
 
 

@@ -1,18 +1,22 @@
-"""The causal task in `python -m training.evaluate`: a policy's (or a scripted baseline's) episodes on the held-out
-SCMs, as the generic episode records (`training.evaluation.episodes.Episode`).
+"""The causal task's one evaluator, for `python -m training.evaluate` and for the evaluation during training alike
+(training/evaluation/task_registry.py): a policy's (or a scripted baseline's) episodes on the held-out SCMs, as the
+generic episode records (`training.evaluation.episodes.Episode`), and the values logged during training
+(`heldout_values`: `heldout/reward`, `heldout/regret`, `heldout/parent_f1`, `heldout/info_gain`,
+`heldout/invalid_calls`, `heldout/malformed_calls`, each component `heldout/<component>`, and the greedy episodes'
+`heldout/greedy_reward`, `heldout/greedy_regret`, `heldout/greedy_parent_f1`, `heldout/greedy_info_gain`).
 
-An episode's `score` is its weighted reward (the recipe's weights), `components` the four reward components, and
+An episode's `score` is its weighted reward (the run's or recipe's weights), `components` the four reward components, and
 `metrics` the causal measures `python -m training.compare` tests (final regret, parent F1 of the final posterior,
 cumulative information gain; with the calls made, refused and malformed); `extra` keeps the whole record
 `training.tasks.causal.policy_episodes` writes (the call log, the final parent marginals), which
-`python -m training.tasks.causal.results` reads. `seed` is the episode's `episode_seed(eval_seed, row, k)`: a sampled
+`python -m training.tasks.causal.results` reads. `seed` is the episode's `episode_seed(heldout_seed, row, k)`: a sampled
 episode's token stream, and for every policy the pairing key (episode k of an SCM resets the environment with
 `environment_seed(row, k)` whatever the policy); greedy episodes have none, as everywhere.
 
-The environment is the recipe's `environment_factory` (`CausalEnvFrozen` for a frozen surrogate:
-`python -m training.evaluate RUN_DIR --set environment_factory=training.tasks.causal.env.CausalEnvFrozen`, the run's
-own model); the baselines (`--baseline NAME`) are
-`training.tasks.causal.policies.policy_catalogue.POLICIES`, played with the same surrogate, active only.
+The environment is the recipe's `environment_factory` with its `environment_settings` (a frozen surrogate:
+`python -m training.evaluate RUN_DIR --frozen`, the run's own model; the task's options: evaluate_options.py); the
+baselines (`--baseline NAME`) are `training.tasks.causal.policies.policy_catalogue.POLICIES`, played with the same
+surrogate, active only.
 """
 
 from __future__ import annotations
@@ -21,45 +25,52 @@ import math
 from pathlib import Path
 
 from training.evaluation.episodes import SCORE, Episode, write_episodes
+from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.pairing_seeds import episode_seed
-from training.evaluation.spec import EvalSpec, EvalSpecError
-from training.evaluation.task_registry import environment_rows
+from training.evaluation.spec import EvalSpecError
+from training.evaluation.task_registry import Played, reward_values
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.policy_episodes import (
+    baseline_episodes,
+    lm_episodes,
+    mean_metrics,
+    supported_policies,
+)
 from training.tasks.causal.reward_components import COMPONENTS
 
 EPISODE_METRICS = ("regret", "parent_f1", "info_gain", "final_entropy", "calls", "invalid_calls", "malformed_calls")
 METRIC_DIRECTIONS = {"regret": "lower", "parent_f1": "higher", "info_gain": "higher", SCORE: "higher"}
+SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
+GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
 
 
-def applies(spec: EvalSpec) -> bool:
-    """Whether the spec's environment is a `CausalEnv`."""
-    if not spec.environment_factory:
-        return False
-    from training.run_setup.input_checks import import_object
-
-    factory = import_object(spec.environment_factory, "environment_factory")
+def applies(inputs: EvalInputs) -> bool:
+    """Whether the environment is a `CausalEnv` (or a class `make_causal_env` made)."""
+    factory = inputs.environment_factory
     return isinstance(factory, type) and issubclass(factory, CausalEnv)
 
 
-def component_weights(spec: EvalSpec) -> dict[str, float] | None:
-    """The recipe's weight of each reward component, by component name (None: the components' defaults)."""
-    if spec.reward_weights is None:
+def component_weights(inputs: EvalInputs) -> dict[str, float] | None:
+    """The weight of each reward component, by component name, as the run weighs its reward functions (1 each
+    without `reward_weights`, 0 for a component it leaves out); None, the components' defaults, when it names no
+    reward function. A reward function that is not a causal component is refused: the weighted reward would not be
+    what the run optimises."""
+    if not inputs.reward_names:
         return None
-    names = [entry.rpartition(".")[2] for entry in spec.reward_funcs]
-    unknown = [n for n in names if n not in COMPONENTS]
+    unknown = [n for n in inputs.reward_names if n not in COMPONENTS]
     if unknown:
-        raise EvalSpecError(f"{spec.source}: reward_funcs {unknown} are not causal reward components {COMPONENTS}")
-    weights = dict(zip(names, spec.reward_weights, strict=True))
+        raise EvalSpecError(f"{inputs.source}: reward_funcs {unknown} are not causal reward components {COMPONENTS}")
+    weights = inputs.weights_by_name()
     return {name: float(weights.get(name, 0.0)) for name in COMPONENTS}
 
 
-def as_episode(record: dict, eval_seed: int, sampled: bool) -> Episode:
+def as_episode(record: dict, heldout_seed: int, sampled: bool) -> Episode:
     """The generic episode record of a causal one (module docstring)."""
     row, k = int(record["row"]), int(record["episode"])
     score = record["reward"]
     finite = score is not None and math.isfinite(score)
     return Episode(
-        row=row, sample=k, seed=episode_seed(eval_seed, row, k) if sampled else None,
+        row=row, sample=k, seed=episode_seed(heldout_seed, row, k) if sampled else None,
         score=float(score) if finite else None, components={c: record[c] for c in COMPONENTS},
         unscorable_reason=None if finite else f"weighted reward {score!r}",
         metrics={m: record[m] for m in EPISODE_METRICS}, extra=record,
@@ -71,37 +82,53 @@ def call_counts(records: list[dict]) -> dict[str, float]:
             "malformed_calls": sum(r["malformed_calls"] for r in records)}
 
 
-def write_evaluation(out_dir, records: list[dict], eval_seed: int, meta: dict) -> Path:
-    """Causal records (one decoding, or a baseline's) as an evaluation directory: `eval.jsonl` and
-    `eval_summary.json` with the task's metric directions, what `training.compare` and
-    `training.tasks.causal.results` read. Greedy records have no episode seed; the others are keyed by
-    `episode_seed(eval_seed, row, k)`."""
-    greedy = any(r.get("decoding") == "greedy" for r in records)
-    episodes = [as_episode(r, eval_seed, sampled=not greedy) for r in records]
-    return write_episodes(out_dir, episodes, {"task": "causal", "counts": call_counts(records),
+def stamp(records: list[dict], decoding: str, env_factory, split: str | None) -> None:
+    """What every record says about how it was played: the decoding (sampled, greedy, or a scripted `policy`), the
+    surrogate (live or frozen, and its kind) and the split it was played on."""
+    for r in records:
+        r.update(decoding=decoding, surrogate="active" if env_factory.active else "frozen",
+                 surrogate_kind=env_factory.surrogate_kind, split=split)
+
+
+def write_evaluation(out_dir, episodes: list[Episode], meta: dict) -> Path:
+    """Causal episodes as an evaluation directory: `eval.jsonl` and `eval_summary.json` with the task's metric
+    directions, what `training.compare` and `training.tasks.causal.results` read."""
+    counts = call_counts([e.extra for e in episodes])
+    return write_episodes(out_dir, episodes, {"task": "causal", "counts": counts,
                                               "metric_directions": dict(METRIC_DIRECTIONS), **meta})
 
 
-def evaluate(spec: EvalSpec, policy) -> tuple[list[Episode], dict]:
-    from training.tasks.causal.policy_episodes import baseline_episodes, lm_episodes
-
-    factory, rows = environment_rows(spec)
-    weights = component_weights(spec)
-    sampled = not spec.greedy
-    if isinstance(policy, str):  # a baseline's name (`baselines` below)
+def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
+    """A policy's episodes on the inputs' rows: a language model `(model, tokenizer)` through the one tool loop, or
+    a scripted baseline (its `POLICIES` name), each record stamped (`stamp`) and read into a generic episode."""
+    factory, settings, weights = inputs.environment_factory, inputs.settings, component_weights(inputs)
+    if isinstance(policy, str):  # a baseline's name (registration.py)
         if not factory.active:
-            raise EvalSpecError("a frozen surrogate applies to language-model policies; the baselines read the live "
-                                "surrogate")
-        records = baseline_episodes(policy, rows, spec.samples_per_prompt, factory.surrogate_kind, weights=weights)
+            raise EvalSpecError("--frozen: a frozen surrogate applies to language-model policies; the baselines read "
+                                "the live surrogate")
+        supported_policies(policy, factory.surrogate_kind)
+        records = baseline_episodes(policy, inputs.rows, settings.episodes_per_row, factory.surrogate_kind,
+                                    weights=weights)
+        decoding = "policy"
     else:
-        from training.evaluation.episode_settings import EpisodeSettings
-
+        unprompted = [i for i, r in enumerate(inputs.rows) if not r.get("prompt")]
+        if unprompted:
+            raise EvalSpecError(f"{inputs.split}: row {unprompted[0]} has no 'prompt', which a language model reads; "
+                                "write rows with prompts by python -m training.tasks.causal.scm_rows, or pass --scm "
+                                "FILE")
         model, tokenizer = policy
-        records = lm_episodes(model, tokenizer, rows, EpisodeSettings.from_spec(spec), env_factory=factory,
-                              policy="lm", weights=weights)
-    decoding = "policy" if isinstance(policy, str) else ("sampled" if sampled else "greedy")
-    for r in records:
-        r.update(decoding=decoding, surrogate="active" if factory.active else "frozen",
-                 surrogate_kind=factory.surrogate_kind, split=spec.heldout_file)
-    keyed = sampled or isinstance(policy, str)  # a baseline's episodes pair with sampled ones
-    return [as_episode(r, spec.eval_seed, keyed) for r in records], call_counts(records)
+        records = lm_episodes(model, tokenizer, inputs.rows, settings, env_factory=factory, policy="lm",
+                              weights=weights)
+        decoding = "greedy" if settings.sampling is None else "sampled"
+    stamp(records, decoding, factory, inputs.split)
+    keyed = decoding != "greedy"  # a baseline's episodes pair with sampled ones
+    return [as_episode(r, settings.seed, keyed) for r in records], call_counts(records)
+
+
+def heldout_values(sampled: Played, greedy: Played) -> dict[str, float]:
+    """What the evaluation during training logs: the sampled episodes' means (`heldout/<key>` for each of
+    `SAMPLED_KEYS`), the greedy ones' (`heldout/greedy_<key>`), and the generic reward values."""
+    values = {f"heldout/{k}": v for k, v in mean_metrics([e.extra for e in sampled[0]]).items() if k in SAMPLED_KEYS}
+    values.update({f"heldout/greedy_{k}": v for k, v in mean_metrics([e.extra for e in greedy[0]]).items()
+                   if k in GREEDY_KEYS})
+    return {**values, **reward_values(sampled, greedy)}

@@ -4,7 +4,7 @@ Each is called by `GRPOTrainer` once per generation batch with `environments=[..
 every rollout (TRL passes them to every reward function of an `environment_factory` run), and returns one float per
 rollout: that episode's component reward (`training.tasks.causal.reward_components.episode_rewards`). Their `__name__`s are exactly
 `optimization`, `structure`, `parent`, `exploration`, so TRL logs `rewards/<name>/mean` and `rewards/<name>/std`
-(the metric contract); the recipe weighs them with `reward_weights`, in this order:
+(the metric contract); the recipe weighs them with `reward_weights`, in this order (`COMPONENTS`'):
 
     reward_funcs: [training.tasks.causal.reward_funcs.optimization, training.tasks.causal.reward_funcs.structure,
                    training.tasks.causal.reward_funcs.parent, training.tasks.causal.reward_funcs.exploration]
@@ -34,10 +34,7 @@ def _component(name: str):
     return reward
 
 
-optimization = _component("optimization")
-structure = _component("structure")
-parent = _component("parent")
-exploration = _component("exploration")
-
-REWARD_FUNCS = [optimization, structure, parent, exploration]
-assert tuple(f.__name__ for f in REWARD_FUNCS) == COMPONENTS
+# One TRL reward function per component, made from `COMPONENTS` (so a new component is written in
+# reward_components.py alone, plus its short name in pyproject.toml): `reward_funcs.optimization`, ... by name.
+REWARD_FUNCS = [_component(name) for name in COMPONENTS]
+globals().update({f.__name__: f for f in REWARD_FUNCS})

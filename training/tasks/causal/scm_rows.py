@@ -93,40 +93,19 @@ def check_counts(budget: int | None, initial_samples: int | None) -> tuple[int, 
     return budget, initial
 
 
-def add_episode_source_arguments(parser, episodes: int) -> None:
-    """The options every causal evaluation command takes for where its episodes come from (`split_rows` reads
-    them): --split, --scm, --budget, --initial_samples, --surrogate, --max_parents, --episodes (default `episodes`),
-    --limit."""
-    from training.tasks.causal.env import SAMPLED_SURROGATES
-
-    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
-                                                      "SCM file (.yaml)")
-    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
-    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
-    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
-                                                                           "the rows')")
-    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
-                        help="the environment's surrogate (additive: nonlinear mechanisms; learned: SCMs larger than "
-                             "the exact one handles)")
-    parser.add_argument("--max_parents", type=int, default=None,
-                        help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
-    parser.add_argument("--episodes", type=int, default=episodes, help="episodes per row (environment seeds "
-                                                                       "0..N-1)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
-
-
-def episode_source(args) -> tuple[list[dict], str]:
-    """(rows, description) of the options `add_episode_source_arguments` declared, each row checked to fit the
-    chosen surrogate (`env.check_surrogate_fits`: its size, its in-degree bound)."""
+def chosen_rows(split: str | None, scm: str | None, budget: int | None, initial_samples: int | None,
+                max_parents: int | None, surrogate: str, limit: int | None = None) -> tuple[list[dict], str]:
+    """(rows, description) of a split or SCM file (`split_rows`), the first `limit`, with `max_parents` where given,
+    each row checked to fit the `surrogate` (`env.check_surrogate_fits`: its size, its in-degree bound)."""
     from training.tasks.causal.env import EpisodeError, check_surrogate_fits
 
-    rows, source = split_rows(args.split, args.scm, args.budget, args.initial_samples)
-    rows = rows[: args.limit]
-    if args.max_parents is not None:
-        rows = [{**r, "max_parents": args.max_parents} for r in rows]
+    rows, source = split_rows(split, scm, budget, initial_samples)
+    rows = rows[:limit]
+    if max_parents is not None:
+        rows = [{**r, "max_parents": max_parents} for r in rows]
     for i, r in enumerate(rows):
         try:
-            check_surrogate_fits(args.surrogate, int(r["n_vars"]), r.get("max_parents"))
+            check_surrogate_fits(surrogate, int(r["n_vars"]), r.get("max_parents"))
         except EpisodeError as err:
             raise BadInputError(f"{source}: row {i}: {err}") from None
     return rows, source

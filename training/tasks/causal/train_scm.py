@@ -7,8 +7,8 @@ writes the SCM's train rows (`--episodes` of them, with the teacher's traces the
 and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.causal.scm_rows`), then runs
 `training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and the environment is
 the `--surrogate`'s (default additive: users' mechanisms are rarely linear; exact for linear SCMs of up to 16
-variables; learned for larger ones), `training.tasks.causal.env.ENVIRONMENTS`. `--max_parents` sets the exact
-surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is; `--train_file` and
+variables; learned for larger ones): `CausalEnv` with `environment_settings: {surrogate_kind: ...}`. `--max_parents`
+sets the exact surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is; `--train_file` and
 `--heldout_file` are refused (the rows come from the SCM).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from training.errors import BadInputError, bad_input_exits
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import ENVIRONMENTS, EpisodeError, check_surrogate_fits
+from training.tasks.causal.env import SURROGATES, EpisodeError, check_surrogate_fits
 from training.tasks.causal.scm.user_scm import UserSCMError
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
 
@@ -37,7 +37,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
     parser.add_argument("--episodes", type=int, default=64, help="train rows (episodes of the SCM)")
     parser.add_argument("--heldout_episodes", type=int, default=8, help="held-out rows")
-    parser.add_argument("--surrogate", choices=sorted(ENVIRONMENTS), default=None,
+    parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
                         help=f"the environment's surrogate (default {DEFAULT_SURROGATE})")
     parser.add_argument("--max_parents", type=int, default=None,
                         help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
@@ -46,13 +46,14 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     clash = sorted(given & {"--train_file", "--heldout_file"})
     if clash:
         raise BadInputError(f"{', '.join(clash)}: the rows come from --scm; run training.train for your own rows")
-    if "--environment_factory" in given and args.surrogate is not None:
-        raise BadInputError("--surrogate and --environment_factory: give one of them")
+    if given & {"--environment_factory", "--environment_settings"} and args.surrogate is not None:
+        raise BadInputError("--surrogate and --environment_factory / --environment_settings: give one of them")
     if "--config" not in given:
         rest = ["--config", str(CAUSAL_RECIPE), *rest]
-    if "--environment_factory" not in given:
+    if not given & {"--environment_factory", "--environment_settings"}:
         args.surrogate = args.surrogate or DEFAULT_SURROGATE
-        rest = [*rest, "--environment_factory", ENVIRONMENTS[args.surrogate]]
+        rest = [*rest, "--environment_factory", "training.tasks.causal.env.CausalEnv",
+                "--environment_settings", f"{{surrogate_kind: {args.surrogate}}}"]
     return args, rest
 
 

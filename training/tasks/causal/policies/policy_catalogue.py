@@ -4,7 +4,7 @@ each module of the `training.tasks.causal.policies` package, which registers its
 The modules are found, not listed (`pkgutil.iter_modules` over this package's folder, names starting with `_`
 skipped), so a new policy is one new module in the package plus its test; where it stands in `POLICIES` is the
 `order` it registers with, not the order of discovery (see `policy_registry`). Compare
-`training.tasks.causal.surrogates.catalogue`, which lists its modules.
+`training.tasks.causal.surrogates.catalogue`, which finds its `*_surrogate.py` modules the same way.
 
 (The module is `policy_catalogue`, not `catalogue`, because no two modules under `training/` share a file name and
 `surrogates/catalogue.py` exists.)

@@ -1,14 +1,30 @@
-"""Every surrogate, by name (`registry.SurrogateKind`): importing this module imports each surrogate module, which
-registers itself. Add a surrogate by registering it in its module and listing the module here."""
+"""Every surrogate, by name (`registry.SurrogateKind`): importing this module imports each surrogate module of this
+package, which registers itself.
+
+The modules are found, not listed: every `*_surrogate.py` in this folder (`pkgutil.iter_modules`), so a new
+surrogate is one new module named that way, registering itself with `registry.register`, plus its test. A recipe
+names it (`environment_settings: {surrogate_kind: NAME}`) and the causal commands take it (`--surrogate NAME`).
+"""
 
 from __future__ import annotations
 
-from training.tasks.causal.surrogates import (  # noqa: F401  (each registers itself on import)
-    additive_surrogate,
-    exact_surrogate,
-    learned_surrogate,
-    noop_surrogate,
-)
+import importlib
+import pkgutil
+from pathlib import Path
+
 from training.tasks.causal.surrogates.registry import KINDS, SurrogateKind
+
+PACKAGE = __name__.rpartition(".")[0]
+SUFFIX = "_surrogate"
+
+
+def surrogate_modules() -> list[str]:
+    """The package's surrogate modules (full names), in file-name order."""
+    found = pkgutil.iter_modules([str(Path(__file__).parent)])
+    return [f"{PACKAGE}.{m.name}" for m in sorted(found, key=lambda m: m.name) if m.name.endswith(SUFFIX)]
+
+
+for _module in surrogate_modules():
+    importlib.import_module(_module)  # each registers itself on import
 
 SURROGATES: dict[str, SurrogateKind] = KINDS
