@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 
 from training.run_setup.config import ConfigError, StrictScriptArguments
-from training.run_setup.environment_settings import EnvironmentSettingsError, configured_environment, settings_of
+from training.run_setup.environment_settings import (
+    EnvironmentSettingsError,
+    configured_environment,
+    settings_of,
+)
 
 
 class Counter:
@@ -46,7 +50,8 @@ def test_an_undeclared_setting_and_a_refused_value_are_named():
 
 
 def test_the_recipe_key_is_a_mapping_and_needs_an_environment():
-    args = StrictScriptArguments(train_file="t.jsonl", environment_factory="m.C", environment_settings="{active: false}")
+    args = StrictScriptArguments(train_file="t.jsonl", environment_factory="m.C",
+                                 environment_settings="{active: false}")
     assert args.environment_settings == {"active": False}
     with pytest.raises(ConfigError, match="environment_settings=.* must be a mapping"):
         StrictScriptArguments(train_file="t.jsonl", environment_factory="m.C", environment_settings="[1, 2]")

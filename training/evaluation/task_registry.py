@@ -5,9 +5,9 @@ An `EvalTask` says when it applies to an evaluation's inputs (`EvalInputs`, buil
 picked by priority when `--task` is not given), how it plays and scores a policy's held-out episodes
 (`evaluate(inputs, policy) -> (episodes, counts)`: training/evaluation/episodes.py), which values the evaluation
 during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
-play instead of a model, and which command-line options of its own `python -m training.evaluate` takes
-(`options`, `with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever the task's baseline factory
-returned.
+play instead of a model, and which command-line options of its own `python -m training.evaluate` takes (`options`,
+`with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever
+the task's baseline factory returned.
 
 Registered here: `reward_functions` (held-out prompts scored by the reward functions: the bundled larger-number task)
 and `environment` (multi-turn episodes in the `environment_factory`, scored by its goal checker: the tool agent). A

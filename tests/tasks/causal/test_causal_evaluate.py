@@ -57,7 +57,8 @@ def test_a_causal_run_reevaluated_gives_the_records_of_its_heldout_evaluation_du
 
     evaluate([str(run), "--out", str(tmp_path / "sampled")])
     evaluate([str(run), "--greedy", "--out", str(tmp_path / "greedy")])
-    assert lines(tmp_path / "sampled" / "eval.jsonl") == lines(run / "eval.jsonl") and len(lines(run / "eval.jsonl")) == 4
+    assert len(lines(run / "eval.jsonl")) == 4
+    assert lines(tmp_path / "sampled" / "eval.jsonl") == lines(run / "eval.jsonl")
     assert lines(tmp_path / "greedy" / "eval.jsonl") == lines(run / "eval_greedy.jsonl")
     evaluate([str(run), "--frozen", "--out", str(tmp_path / "frozen")])
     evaluate([str(run), "--set", "environment_settings={active: false}", "--out", str(tmp_path / "frozen_set")])

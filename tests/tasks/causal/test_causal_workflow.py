@@ -47,7 +47,8 @@ def test_the_causal_workflow_trains_evaluates_and_compares_every_policy(tmp_path
     runs = tmp_path / "out" / "runs"
     frozen = json.loads((runs / "frozen-seed1" / "eval_summary.json").read_text())
     assert frozen["adapter"].endswith("trained-seed1") and frozen["spec"]["environment_settings"] == {"active": False}
-    assert all(e["extra"]["surrogate"] == "frozen" for e in map(json.loads, (runs / "frozen-seed1" / "eval.jsonl").open()))
+    frozen_records = [json.loads(line)["extra"] for line in (runs / "frozen-seed1" / "eval.jsonl").open()]
+    assert frozen_records and all(r["surrogate"] == "frozen" for r in frozen_records)
     # the trained run's own model: the starting policy it trained from
     trained = json.loads((runs / "trained-seed1" / "run_summary.json").read_text())
     assert frozen["model_path"] == trained["resolved_model_path"]

@@ -34,8 +34,9 @@ def add_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--initial_samples", type=int, help="observational rows at reset (default: the rows')")
     group.add_argument("--max_parents", type=int, help="the exact surrogate's in-degree bound (default: none up to "
                                                        "10 variables, 3 above)")
-    group.add_argument("--surrogate", choices=[n for n, kind in SURROGATE_KINDS.items() if kind.sampled], help="the environment's surrogate (default: the "
-                       "recipe's; additive: nonlinear mechanisms; learned: SCMs larger than the exact one handles)")
+    sampled = [name for name, kind in SURROGATE_KINDS.items() if kind.sampled]
+    group.add_argument("--surrogate", choices=sampled, help="the environment's surrogate (default: the recipe's; "
+                       "additive: nonlinear mechanisms; learned: SCMs larger than the exact one handles)")
     group.add_argument("--frozen", action="store_true", default=None,
                        help="freeze the surrogate: the posterior never updates after reset")
 

@@ -5,8 +5,8 @@ generic episode records (`training.evaluation.episodes.Episode`), and the values
 `heldout/invalid_calls`, `heldout/malformed_calls`, each component `heldout/<component>`, and the greedy episodes'
 `heldout/greedy_reward`, `heldout/greedy_regret`, `heldout/greedy_parent_f1`, `heldout/greedy_info_gain`).
 
-An episode's `score` is its weighted reward (the run's or recipe's weights), `components` the four reward components, and
-`metrics` the causal measures `python -m training.compare` tests (final regret, parent F1 of the final posterior,
+An episode's `score` is its weighted reward (the run's or recipe's weights), `components` the four reward components,
+and `metrics` the causal measures `python -m training.compare` tests (final regret, parent F1 of the final posterior,
 cumulative information gain; with the calls made, refused and malformed); `extra` keeps the whole record
 `training.tasks.causal.policy_episodes` writes (the call log, the final parent marginals), which
 `python -m training.tasks.causal.results` reads. `seed` is the episode's `episode_seed(heldout_seed, row, k)`: a sampled

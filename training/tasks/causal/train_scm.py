@@ -8,8 +8,8 @@ and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.
 `training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and the environment is
 the `--surrogate`'s (default additive: users' mechanisms are rarely linear; exact for linear SCMs of up to 16
 variables; learned for larger ones): `CausalEnv` with `environment_settings: {surrogate_kind: ...}`. `--max_parents`
-sets the exact surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is; `--train_file` and
-`--heldout_file` are refused (the rows come from the SCM).
+sets the exact surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is;
+`--train_file` and `--heldout_file` are refused (the rows come from the SCM).
 """
 
 from __future__ import annotations
