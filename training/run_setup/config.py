@@ -440,7 +440,7 @@ class StrictScriptArguments:
         metadata={
             "help": "Settings of the environment class (YAML mapping, or its JSON/YAML text on the command line): "
             "each becomes a class attribute of a subclass made for this run, and each must be one the class "
-            "declares, e.g. the causal task's `{surrogate: additive, active: false}`."
+            "declares, e.g. the causal task's `{surrogate_kind: additive, active: false}`."
         },
     )
     system_prompt_file: str | None = field(

@@ -22,9 +22,8 @@ surrogate, active only.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-from training.evaluation.episodes import SCORE, Episode, write_episodes
+from training.evaluation.episodes import SCORE, Episode
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpecError
@@ -88,14 +87,6 @@ def stamp(records: list[dict], decoding: str, env_factory, split: str | None) ->
     for r in records:
         r.update(decoding=decoding, surrogate="active" if env_factory.active else "frozen",
                  surrogate_kind=env_factory.surrogate_kind, split=split)
-
-
-def write_evaluation(out_dir, episodes: list[Episode], meta: dict) -> Path:
-    """Causal episodes as an evaluation directory: `eval.jsonl` and `eval_summary.json` with the task's metric
-    directions, what `training.compare` and `training.tasks.causal.results` read."""
-    counts = call_counts([e.extra for e in episodes])
-    return write_episodes(out_dir, episodes, {"task": "causal", "counts": counts,
-                                              "metric_directions": dict(METRIC_DIRECTIONS), **meta})
 
 
 def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
