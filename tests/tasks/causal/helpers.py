@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import numpy as np
 
 from training.tasks.causal.scm.scm import SCM, LinearMechanism
@@ -87,3 +93,20 @@ def uniform_position_policy(env, rng):
     var = scm.actionable[int(rng.integers(len(scm.actionable)))]
     lo, hi = scm.ranges[var]
     return "intervene", {"variable": var, "value": lo + float(rng.random()) * (hi - lo)}
+
+
+@contextmanager
+def dropped_module(package: str, folder: Path, name: str, source: str) -> Iterator[str]:
+    """A module `name` written into the package's `folder` for the duration (what a user adding one file does); on
+    exit the file, its bytecode and its import are gone. Yields the module's full name."""
+    path, full = folder / f"{name}.py", f"{package}.{name}"
+    path.write_text(source)
+    importlib.invalidate_caches()
+    try:
+        yield full
+    finally:
+        path.unlink(missing_ok=True)
+        for cached in (folder / "__pycache__").glob(f"{name}.*"):
+            cached.unlink(missing_ok=True)
+        sys.modules.pop(full, None)
+        importlib.invalidate_caches()

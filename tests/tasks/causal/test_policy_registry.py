@@ -5,13 +5,12 @@ episode."""
 from __future__ import annotations
 
 import importlib
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.tasks.causal.helpers import chain5
+from tests.tasks.causal.helpers import chain5, dropped_module
 from training.tasks.causal.policies import policy_catalogue, policy_registry
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policies.policy_catalogue import POLICIES
@@ -42,9 +41,7 @@ def test_a_policy_module_dropped_into_the_package_is_found_by_the_catalogue():
     policies are in `POLICIES`, each where its `order` puts it (not where discovery met the module)."""
     tag = uuid.uuid4().hex[:12]
     module, late, early = f"zz_dropped_policy_{tag}", f"dropped_{tag}", f"dropped_early_{tag}"
-    package = Path(policy_catalogue.__file__).parent
-    path = package / f"{module}.py"
-    path.write_text(
+    source = (
         "from training.tasks.causal.policies.policy_registry import register_policy\n"
         "from training.tasks.causal.policies.scripted import random_call\n\n\n"
         f"@register_policy({late!r}, order=1000)\n"
@@ -52,24 +49,20 @@ def test_a_policy_module_dropped_into_the_package_is_found_by_the_catalogue():
         "    def __call__(self, env, rng):\n"
         "        return random_call(env, rng)\n\n\n"
         f"register_policy({early!r}, DroppedPolicy, order=15)\n")
+    folder = Path(policy_catalogue.__file__).parent
     try:
-        assert late not in POLICIES
-        importlib.invalidate_caches()
-        importlib.reload(policy_catalogue)
-        assert f"{policy_catalogue.PACKAGE}.{module}" in policy_catalogue.policy_modules()
-        assert policy_catalogue.POLICIES is POLICIES
-        assert list(POLICIES) == [SHIPPED[0], early, *SHIPPED[1:], late]
-        record = run_policy(POLICIES[late](), scm_row(chain5(), seed=1, budget=2, initial_samples=20), seed=0)
-        assert record.used == 2
+        with dropped_module(policy_catalogue.PACKAGE, folder, module, source) as full_name:
+            assert late not in POLICIES
+            importlib.reload(policy_catalogue)
+            assert full_name in policy_catalogue.policy_modules()
+            assert policy_catalogue.POLICIES is POLICIES
+            assert list(POLICIES) == [SHIPPED[0], early, *SHIPPED[1:], late]
+            record = run_policy(POLICIES[late](), scm_row(chain5(), seed=1, budget=2, initial_samples=20), seed=0)
+            assert record.used == 2
     finally:
-        path.unlink(missing_ok=True)
-        for cached in (package / "__pycache__").glob(f"{module}.*"):
-            cached.unlink(missing_ok=True)
         for name in (late, early):
             POLICIES.pop(name, None)
             policy_registry.ORDER.pop(name, None)
-        sys.modules.pop(f"{policy_catalogue.PACKAGE}.{module}", None)
-        importlib.invalidate_caches()
     assert list(POLICIES) == SHIPPED
 
 

@@ -4,11 +4,10 @@ recipe names it by `environment_settings`, and an episode runs on it."""
 from __future__ import annotations
 
 import importlib
-import sys
 import uuid
 from pathlib import Path
 
-from tests.tasks.causal.helpers import chain5
+from tests.tasks.causal.helpers import chain5, dropped_module
 from training.run_setup.environment_settings import configured_environment
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.splits import scm_row
@@ -25,27 +24,20 @@ def test_the_registry_holds_the_shipped_surrogates():
 def test_a_surrogate_module_dropped_into_the_package_is_found_and_a_recipe_can_name_it():
     tag = uuid.uuid4().hex[:12]
     name, module = f"dropped_{tag}", f"zz_dropped_{tag}_surrogate"
-    package = Path(catalogue.__file__).parent
-    path = package / f"{module}.py"
-    path.write_text(
+    source = (
         "from training.tasks.causal.surrogates.noop_surrogate import NoopSurrogate\n"
         "from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate\n\n"
         f"register_surrogate(SurrogateKind({name!r}, lambda variables, target, max_parents=None: "
         "NoopSurrogate(variables, target), None, bounded=False, sampled=False, lookahead=False))\n")
     try:
-        assert name not in KINDS
-        importlib.invalidate_caches()
-        importlib.reload(catalogue)
-        assert f"{catalogue.PACKAGE}.{module}" in catalogue.surrogate_modules() and name in KINDS
-        env = configured_environment(CausalEnv, {"surrogate_kind": name})()  # what the recipe key does
-        env.reset(**scm_row(chain5(), seed=1, budget=2, initial_samples=5))
-        env.intervene("X1", 1.0)
-        assert env.record.used == 1 and env.record.surrogate_updates == 0  # the dropped no-op learns nothing
+        with dropped_module(catalogue.PACKAGE, Path(catalogue.__file__).parent, module, source) as full_name:
+            assert name not in KINDS
+            importlib.reload(catalogue)
+            assert full_name in catalogue.surrogate_modules() and name in KINDS
+            env = configured_environment(CausalEnv, {"surrogate_kind": name})()  # what the recipe key does
+            env.reset(**scm_row(chain5(), seed=1, budget=2, initial_samples=5))
+            env.intervene("X1", 1.0)
+            assert env.record.used == 1 and env.record.surrogate_updates == 0  # the dropped no-op learns nothing
     finally:
-        path.unlink(missing_ok=True)
-        for cached in (package / "__pycache__").glob(f"{module}.*"):
-            cached.unlink(missing_ok=True)
         KINDS.pop(name, None)
-        sys.modules.pop(f"{catalogue.PACKAGE}.{module}", None)
-        importlib.invalidate_caches()
     assert list(KINDS) == SHIPPED

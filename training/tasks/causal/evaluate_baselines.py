@@ -22,46 +22,33 @@ from pathlib import Path
 from training.errors import bad_input_exits
 from training.evaluate import main as evaluate
 from training.evaluation.episodes import read_episodes
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.evaluate_options import add_options
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policy_episodes import supported_policies
 from training.tasks.causal.results import summary_table
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
 
 
-def add_source_arguments(parser, episodes: int) -> None:
-    """Where the episodes come from (`scm_rows.split_rows` reads them): --split, --scm, --budget,
-    --initial_samples, --surrogate, --max_parents, --episodes (default `episodes`), --limit."""
-    from training.tasks.causal.env import SAMPLED_SURROGATES
-
-    parser.add_argument("--split", default=None, help="train, heldout (default), a JSONL file of causal rows, or an "
-                                                      "SCM file (.yaml)")
-    parser.add_argument("--scm", default=None, help="a user's SCM file (YAML): its episodes instead of a split")
-    parser.add_argument("--budget", type=int, default=None, help="calls per episode (default: the rows')")
-    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset (default: "
-                                                                           "the rows')")
-    parser.add_argument("--surrogate", choices=SAMPLED_SURROGATES, default="exact",
-                        help="the environment's surrogate (additive: nonlinear mechanisms; learned: SCMs larger than "
-                             "the exact one handles)")
-    parser.add_argument("--max_parents", type=int, default=None,
-                        help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
-    parser.add_argument("--episodes", type=int, default=episodes, help="episodes per row (environment seeds "
-                                                                       "0..N-1)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
-
-
-def evaluate_argv(args: argparse.Namespace, baseline: str, out: Path) -> list[str]:
-    """`python -m training.evaluate`'s command line for one baseline."""
-    given = {"split": args.split, "scm": args.scm, "budget": args.budget, "initial_samples": args.initial_samples,
-             "max_parents": args.max_parents, "max-rows": args.limit}
+def evaluate_argv(args: argparse.Namespace, options: list[argparse.Action], baseline: str, out: Path) -> list[str]:
+    """`python -m training.evaluate`'s command line for one baseline: the causal options given here passed on as
+    they are, the episodes from the bundled held-out split unless a split or SCM file is named."""
+    passed = []
+    for action in options:
+        value = getattr(args, action.dest)
+        if value is not None:
+            passed += [action.option_strings[0]] if value is True else [action.option_strings[0], str(value)]
     return ["--recipe", args.recipe, "--baseline", baseline, "--out", str(out), "--overwrite", "--samples-per-prompt",
-            str(args.episodes), "--surrogate", args.surrogate, *(["--split", "heldout"] if not args.scm and
-                                                                    not args.split else []),
-            *(arg for key, value in given.items() if value is not None for arg in (f"--{key}", str(value)))]
+            str(args.episodes), *(["--max-rows", str(args.limit)] if args.limit is not None else []),
+            *(["--split", "heldout"] if args.split is None and args.scm is None else []), *passed]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Baseline policies on a causal split or a user's SCM file.")
-    add_source_arguments(parser, episodes=2)
+    episodes = parser.add_argument_group("the episodes (as `python -m training.evaluate` takes them)")
+    add_options(episodes)
+    parser.add_argument("--episodes", type=int, default=2, help="episodes per row (environment seeds 0..N-1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
     parser.add_argument("--policies", default=None, help=f"comma-separated, of {list(POLICIES)} (default: all the "
                                                           "surrogate supports)")
     parser.add_argument("--recipe", default=str(CAUSAL_RECIPE), help="the reward weights and sampling limits")
@@ -70,14 +57,14 @@ def main(argv: list[str] | None = None) -> None:
     runs, seconds = [], {}
     with bad_input_exits(), tempfile.TemporaryDirectory() as scratch:
         root = Path(args.out) if args.out else Path(scratch)
-        for name in supported_policies(args.policies, args.surrogate):
+        for name in supported_policies(args.policies, args.surrogate or CausalEnv.surrogate_kind):
             started = time.perf_counter()
-            summary = evaluate(evaluate_argv(args, name, root / name))
+            summary = evaluate(evaluate_argv(args, episodes._group_actions, name, root / name))
             runs.append((name, [e.extra for e in read_episodes(root / name)]))
             seconds[name] = (time.perf_counter() - started) / summary["n_total"]
     rows = runs[0][1]
     print(f"{summary['split']}: {len({r['row'] for r in rows})} rows x {args.episodes} episodes, budget "
-          f"{rows[0]['budget']}, {args.surrogate} surrogate; mean ± std over episodes")
+          f"{rows[0]['budget']}, {rows[0]['surrogate_kind']} surrogate; mean ± std over episodes")
     print(summary_table(runs))
     print("s/episode: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
     if args.out:

@@ -12,25 +12,21 @@ skipped), so a new policy is one new module in the package plus its test; where 
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 
+from training.tasks.causal.found_modules import import_all, package_modules
 from training.tasks.causal.policies.policy_registry import POLICIES as REGISTERED
 from training.tasks.causal.policies.policy_registry import Policy
 
-PACKAGE = __name__.rpartition(".")[0]
+PACKAGE, _, NAME = __name__.rpartition(".")
 
 
 def policy_modules() -> list[str]:
     """The package's modules (full names), this one excepted, in file-name order."""
-    found = pkgutil.iter_modules([str(Path(__file__).parent)])
-    return [f"{PACKAGE}.{m.name}" for m in sorted(found, key=lambda m: m.name)
-            if not m.name.startswith("_") and f"{PACKAGE}.{m.name}" != __name__]
+    return package_modules(PACKAGE, Path(__file__).parent, lambda name: not name.startswith("_") and name != NAME)
 
 
-for _module in policy_modules():
-    importlib.import_module(_module)  # each registers its policies on import
+import_all(policy_modules())  # each registers its policies on import
 
 POLICIES: dict[str, Callable[[], Policy]] = REGISTERED

@@ -8,10 +8,9 @@ names it (`environment_settings: {surrogate_kind: NAME}`) and the causal command
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
 
+from training.tasks.causal.found_modules import import_all, package_modules
 from training.tasks.causal.surrogates.registry import KINDS, SurrogateKind
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -20,11 +19,9 @@ SUFFIX = "_surrogate"
 
 def surrogate_modules() -> list[str]:
     """The package's surrogate modules (full names), in file-name order."""
-    found = pkgutil.iter_modules([str(Path(__file__).parent)])
-    return [f"{PACKAGE}.{m.name}" for m in sorted(found, key=lambda m: m.name) if m.name.endswith(SUFFIX)]
+    return package_modules(PACKAGE, Path(__file__).parent, lambda name: name.endswith(SUFFIX))
 
 
-for _module in surrogate_modules():
-    importlib.import_module(_module)  # each registers itself on import
+import_all(surrogate_modules())  # each registers itself on import
 
 SURROGATES: dict[str, SurrogateKind] = KINDS
