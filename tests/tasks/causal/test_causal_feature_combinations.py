@@ -11,8 +11,15 @@ import math
 
 import pytest
 
-from tests.tasks.causal.trainer_support import build_sampled_causal_trainer
-from tests.test_feature_combinations import cell_flags, cell_id, cell_settings, check_cell, training_logs
+from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, causal_rows
+from tests.test_feature_combinations import (
+    cell_flags,
+    cell_id,
+    cell_settings,
+    check_cell,
+    training_logs,
+)
+from training.evaluation.episodes import read_episodes
 
 # (dynamic sampling, estimator, forcing, reference sync, num_iterations); "call_credit": per-call advantages
 CELLS = [
@@ -44,3 +51,24 @@ def test_causal_rewards_train_with_value_head_reuse_and_reference_sync(causal_mo
         assert log["surrogate/updates"] > 0.0
     assert max(log["rewards/structure/mean"] for log in generated) > 0.0  # the lookahead ran: some call gained
     assert all(log["loss"] != 0.0 for log in logs)  # the on-policy rows got advantages, on both passes
+
+
+def test_a_configured_surrogate_trains_with_every_feature_and_is_evaluated_through_the_causal_task(causal_model_dir,
+                                                                                                   tmp_path):
+    """`environment_settings` (here the additive surrogate, as a recipe names it) with dynamic sampling, the value
+    head, forcing, reference sync and two iterations; then the held-out evaluation through the one task entry plays
+    the same configured environment."""
+    from training.tasks.causal.env import make_causal_env
+    cell = (True, "gae", True, True, 2)
+    trainer = build_sampled_causal_trainer(str(tmp_path), causal_model_dir, cell_flags(True), max_steps=2,
+                                           heldout_rows=causal_rows(2), heldout_samples_per_prompt=1,
+                                           environment_factory=make_causal_env("additive"),
+                                           **cell_settings(True, "gae", True, 2))
+    trainer.train()
+    logs = training_logs(str(tmp_path))
+    check_cell(logs, *cell)
+    assert all(math.isfinite(log[name]) for log in logs[::2] for name in CAUSAL_REWARDS)
+    held = trainer.evaluate_heldout()
+    assert trainer.heldout.task.name == "causal" and math.isfinite(held["heldout/regret"])
+    episodes = read_episodes(tmp_path / "heldout" / f"step-{trainer.state.global_step:06d}")
+    assert {e.extra["surrogate_kind"] for e in episodes} == {"additive"}

@@ -53,7 +53,7 @@ def build_causal_trainer(output_dir: str, model: str, reward_funcs: list, reward
 
 
 def build_sampled_causal_trainer(output_dir: str, model: str, flags: StrictFlags, heldout_rows=None,
-                                 **overrides) -> StrictGRPOTrainer:
+                                 environment_factory=CausalEnv, **overrides) -> StrictGRPOTrainer:
     """TRL's own sampler on the causal environment (LoRA, the four reward functions at the recipe's weights), one
     step of 8 short episodes of at most 3 calls; keyword arguments override StrictGRPOConfig fields."""
     from training.tasks.causal.reward_funcs import REWARD_FUNCS
@@ -66,7 +66,7 @@ def build_sampled_causal_trainer(output_dir: str, model: str, flags: StrictFlags
     settings.update(overrides)
     return StrictGRPOTrainer(
         model=model, reward_funcs=REWARD_FUNCS, args=StrictGRPOConfig(**settings),
-        train_dataset=Dataset.from_list(causal_rows()), environment_factory=CausalEnv, flags=flags,
+        train_dataset=Dataset.from_list(causal_rows()), environment_factory=environment_factory, flags=flags,
         peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
         heldout_rows=heldout_rows,
     )
