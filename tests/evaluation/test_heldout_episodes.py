@@ -76,8 +76,11 @@ def test_each_row_draws_from_its_own_stream_whatever_shares_its_batch():
     scores = torch.zeros(3, 50)
     alone = GumbelNoise([11])(None, scores[:1].clone())
     batched = GumbelNoise([5, 11, 7])(None, scores.clone())
-    assert torch.equal(alone[0], batched[1])
-    assert not torch.equal(batched[0], batched[1])
+    # the same uniforms from the same stream; torch's log may take its scalar tail loop for a row alone and its vector
+    # loop for the same row inside a batch, which can round a float64 element 1 ulp apart (below float32's resolution
+    # at this size almost always); another stream differs by O(1)
+    torch.testing.assert_close(alone[0], batched[1], rtol=0, atol=1e-6)
+    assert (batched[0] - batched[1]).abs().max() > 0.1
 
 
 def test_sampled_episodes_are_paired_by_id_and_seed_not_by_batch(model_and_tokenizer, rows):

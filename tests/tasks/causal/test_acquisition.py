@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from tests.tasks.causal.helpers import chain5
-from training.tasks.causal.acquisition import call_scores, expected_improvements, information_gains, new_cells
+from training.tasks.causal.acquisition import (
+    call_scores,
+    expected_improvements,
+    information_gains,
+    made_settings,
+    new_cells,
+)
 from training.tasks.causal.belief import belief_rng
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.reward_components import exploration_unit
@@ -51,6 +57,30 @@ def test_the_score_weighs_the_three_terms_by_the_rewards_default_weights():
     repeat = int(np.flatnonzero((index == scm.index["X1"]) & (values == -3.0))[0])
     assert out.improvement[repeat] == 0.0 and out.novel[repeat] == 0.0  # a made setting earns neither
     assert np.all(gains > -1e-9) and gains.max() > 0
+
+
+def test_a_made_setting_expects_exactly_no_improvement_whatever_the_rounding_of_its_two_expectations():
+    """The made setting is computed twice (as a candidate and as an incumbent); another BLAS kernel rounds the two
+    apart (3.6e-18 on AVX-512). Raise the candidate's copy above the incumbent by the smallest float, by 3.6e-18 and
+    by 1e-17: its expected improvement and its novelty stay exactly 0, while the same numbers unmarked improve."""
+    env = CausalEnv()
+    env.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
+    env.intervene("X1", -3.0)
+    scm = env.scm
+    models = env.surrogate.posterior_models(16, np.random.default_rng(0))
+    index = np.array([scm.index["X1"], scm.index["X0"]])
+    values = np.array([-3.0, 3.0])
+    made = (("X1", -3.0),)
+    assert made_settings(scm, index, values, made).tolist() == [True, False]
+    incumbents = np.array([[-1.0, 0.0]] * len(models))  # no intervention, then the made call: the best in every draw
+    for raised in (np.nextafter(0.0, 1.0), 3.6e-18, 1e-17):
+        candidates = np.array([[raised, -1.0]] * len(models))  # the made call's copy, rounded above its incumbent
+        candidates[:, 1] = np.linspace(-1.0, 0.5, len(models))  # a span in every draw
+        out = call_scores(env.surrogate, scm, index, values, candidates, incumbents, models, made, 4,
+                          np.random.default_rng(1))
+        assert out.improvement[0] == 0.0 and out.novel[0] == 0.0
+        unmade = expected_improvements(candidates, incumbents)  # the same numbers, nothing marked made
+        assert unmade[0] > 0.0
 
 
 def test_the_line_of_a_surrogate_without_a_lookahead_ranks_without_the_information_term():
