@@ -1,37 +1,47 @@
-"""The surrogate's belief as the policy reads it: per settable variable, P(parent of the target) and what the
-posterior expects of the target when that variable is set as the line recommends, with the uncertainty; the
-variables ranked by what that call is expected to earn.
+"""The surrogate's belief as the policy reads it: per candidate call, the evidence the reward pays for, and nothing
+that weighs it.
 
 `Belief.of(surrogate, scm, rng, budget=..., made=...)` reads the surrogate's current posterior, given the episode's
-budget and its interventions so far:
+budget and its interventions so far. Candidates: every settable variable X at values x on a grid over its range (the
+two ends under a linear surrogate, whose E[target | do(X = x)] is affine in x under every draw, so an end is where
+improvement lies; `NONLINEAR_GRID` values otherwise), each rounded to one decimal inside the range. For each
+candidate, under `BELIEF_DRAWS` posterior draws (`training.tasks.causal.acquisition.call_scores`):
 
-* `parent`: P(X ∈ Pa(target)), the posterior's marginal (`ParentPosterior.marginals`).
-* For each settable variable X, candidate values x on a grid over its range (the two ends under a linear
-  surrogate, whose E[target | do(X = x)] is affine in x under every draw, so an end is best; `NONLINEAR_GRID`
-  values otherwise), `BELIEF_DRAWS` models from the surrogate's `posterior_models` and per draw m the expectation
-  E_m(X, x) = E[target | do(X = x)] (`draw_expectations`). Each candidate's score is the reward the call is
-  expected to earn under those draws (`training.tasks.causal.acquisition.call_scores`: expected improvement of the
-  best E[target | do] reached, expected information gain, a new exploration cell). `value` is X's best-scoring x,
-  `expected` the posterior mean of E_m(X, value), `sd` its standard deviation over the draws (the posterior's
-  uncertainty about the effect, not the noise of a single sample).
-* Entries are ordered by score, the best LAST, the call a one-step-greedy player would make right before the
-  model's turn. Last rather than first so that the model's call copies tokens a fixed distance back (each name and
-  number is one token) rather than a distance that grows with the number of variables. The teacher follows that
-  rule on this very line (`training.tasks.causal.policies.belief_line`), so what it does is a function of what the
-  policy sees. A setting already made expects no improvement and no new cell, so the line rarely offers it again.
+* `gain`: the expected improvement of the best E[target | do] reached, as a share of the draw's span (what the
+  optimization reward pays; exactly 0 for a setting already made);
+* `info`: the expected drop of the parent-set entropy, as a share of the structure reward's unit (d - 1) ln 2 (what
+  the structure reward pays);
+* `new`: whether the call reaches an exploration cell the episode has not visited (what the exploration reward pays);
+* `parent`: P(X ∈ Pa(target)), the posterior's marginal (what the parent reward is scored against).
 
-Where the surrogate cannot draw models (it has none, as the no-op and learned surrogates; or fewer than 2
-non-intervened rows for some node, as a frozen surrogate that never saw data) the effects are unknown: the line
-gives the marginals only and says so. Nothing is made up.
+What the policy reads (`line()`) are the options: the candidates no other candidate beats on all three of gain, info
+and new (the Pareto front; a call dominated on every term the reward pays is no option for any weighing of them),
+listed by gain, the largest gain last, ties in the SCM's order of variables. The gain and info are shown as whole
+percentages, `parent` with one decimal, each number one token for the causal tokenizer; the calls left are in the
+reply before it. Not shown: the weighted sum of the terms, and which option it ranks first. Weighing improvement now
+against information for later, with the budget left in view, is the policy's to learn from the reward.
 
-`Belief.line()` is the compact text appended to reset's text and to every valid tool reply (one decimal; the value
-written as a tool call's JSON writes it, `3.0`; a variable name and a number are one token each for the causal
-tokenizer), e.g.
-    Belief, best last: X3=3.0 Y 0.1±0.2 parent 0.1; X1=-3.0 Y 0.5±0.9 parent 0.3; X2=3.0 Y 2.1±0.4 parent 0.8.
+* `best`: the option of largest one-step expected reward (`acquisition.call_scores`, the reward's default weights):
+  the one-step rule, played by the `belief_line` baseline and recorded for every call (`StepRecord.one_step`),
+  never shown.
+* `teacher_choice`: the last option, the largest expected improvement: the starting policy's teacher
+  (`training.tasks.causal.policies.belief_line.teacher`), a rule that reads the same evidence and chases improvement
+  only.
+
+Where the surrogate cannot draw models (it has none, as the no-op surrogate; or fewer than 2 non-intervened rows for
+some node, as a frozen surrogate that never saw data) the effects are unknown: the line gives the marginals only and
+says so, and the teacher observes. Nothing is made up.
+
+Example (one decimal for values as a tool call's JSON writes them, `3.0`):
+    Options:
+    X2=-3.0 gain 0 info 2 new parent 0.4
+    X1=3.0 gain 3 info 5 new parent 0.2
+    X3=3.0 gain 41 info 9 seen parent 0.9
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,37 +65,64 @@ def draw_expectations(model, target: int, variables: np.ndarray, values: np.ndar
     return np.mean([model.simulate_each(variables, values, eps)[:, target] for eps in noise], axis=0)
 
 
+def grid_values(lo: float, hi: float, points: int) -> np.ndarray:
+    """`points` values over [lo, hi], ends included, at one decimal and inside the range (the ends rounded inward)."""
+    lo_in, hi_in = math.ceil(round(lo * 10, 9)) / 10, math.floor(round(hi * 10, 9)) / 10
+    if lo_in > hi_in:  # a range narrower than one decimal: its own ends
+        return np.array([lo, hi])
+    return np.unique(np.clip(np.round(np.linspace(lo, hi, points), 1), lo_in, hi_in))
+
+
+def pareto_front(terms: np.ndarray) -> np.ndarray:
+    """Which rows of `terms` (n, k) no other row weakly beats in every column and strictly in one."""
+    at_least = (terms[None, :, :] >= terms[:, None, :]).all(axis=2)  # [i, j]: j >= i everywhere
+    better = (terms[None, :, :] > terms[:, None, :]).any(axis=2)
+    return ~(at_least & better).any(axis=1)
+
+
 @dataclass(frozen=True)
-class VariableBelief:
+class Option:
     variable: str
     parent: float  # P(variable ∈ Pa(target))
-    value: float | None = None  # the best setting under the posterior mean (None: effects unknown)
-    expected: float | None = None  # posterior mean of E[target | do(variable = value)]
-    sd: float | None = None  # posterior sd of E[target | do(variable = value)]
-    score: float | None = None  # the call's expected reward (`acquisition.call_scores`), what the line ranks by
+    value: float | None = None  # None: effects unknown (no draws)
+    gain: float | None = None  # expected improvement, a share of the span
+    info: float | None = None  # expected information gain, a share of (d - 1) ln 2; None: no lookahead
+    new: bool | None = None  # reaches an exploration cell not visited yet
+    score: float | None = None  # one-step expected reward (`acquisition.call_scores`): never shown
+
+    @property
+    def call(self) -> tuple[str, float]:
+        return self.variable, self.value
+
+    def text(self) -> str:
+        if self.value is None:
+            return f"{self.variable} parent {self.parent:.1f}"
+        info = "" if self.info is None else f" info {round(100 * self.info)}"
+        return (f"{self.variable}={self.value!r} gain {round(100 * self.gain)}{info} "
+                f"{'new' if self.new else 'seen'} parent {self.parent:.1f}")
 
 
 @dataclass(frozen=True)
 class Belief:
     target: str
     goal: str
-    entries: tuple[VariableBelief, ...]  # best last (see module docstring)
-
-    @property
-    def best(self) -> VariableBelief:
-        return self.entries[-1]
+    options: tuple[Option, ...]  # shown, in order (see module docstring)
+    best: Option | None = None  # the one-step rule's choice; None: effects unknown
+    candidates: tuple[Option, ...] = ()  # every scored candidate, shown or not (what a planner searches)
 
     @property
     def known(self) -> bool:
-        return bool(self.entries) and self.entries[-1].expected is not None
+        return self.best is not None
+
+    @property
+    def teacher_choice(self) -> Option | None:
+        """The option of largest expected improvement (listed last); None where the effects are unknown."""
+        return self.options[-1] if self.known else None
 
     def line(self) -> str:
-        if not self.known:
-            parts = "; ".join(f"{e.variable} parent {e.parent:.1f}" for e in self.entries)
-            return f"Belief (effects unknown): {parts}."
-        parts = "; ".join(f"{e.variable}={e.value!r} {self.target} {e.expected:.1f}±{e.sd:.1f} parent {e.parent:.1f}"
-                          for e in self.entries)
-        return f"Belief, best last: {parts}."
+        """The options, one a line (a name starts its line, as it starts the value of a call's `"variable"`)."""
+        head = "Options:" if self.known else "Options (effects unknown):"
+        return "\n".join([head, *(o.text() for o in self.options)])
 
     @classmethod
     def of(cls, surrogate, scm: SCM, rng: np.random.Generator, *, budget: int,
@@ -95,12 +132,11 @@ class Belief:
         settable = list(scm.actionable)
         models = _models(surrogate, draws, rng)
         if models is None:
-            entries = sorted((VariableBelief(v, marginals[v]) for v in settable), key=lambda e: e.parent)
-            return cls(scm.target, scm.goal, tuple(entries))
-        linear = all(isinstance(m, LinearModel) for m in models)
-        grid = 2 if linear else NONLINEAR_GRID
-        index = np.repeat([scm.index[v] for v in settable], grid)
-        values = np.concatenate([np.round(np.linspace(*scm.ranges[v], grid), 1) for v in settable])
+            return cls(scm.target, scm.goal, tuple(Option(v, marginals[v]) for v in settable))
+        grid = 2 if all(isinstance(m, LinearModel) for m in models) else NONLINEAR_GRID
+        per_variable = [grid_values(*scm.ranges[v], grid) for v in settable]
+        index = np.concatenate([[scm.index[v]] * len(vals) for v, vals in zip(settable, per_variable)]).astype(int)
+        values = np.concatenate(per_variable)
         reached_index = np.array([-1, *(scm.index[v] for v, _ in made)])  # -1: no intervention
         reached_values = np.array([0.0, *(x for _, x in made)])
         noise = rng.standard_normal((NOISE_SAMPLES, scm.d))
@@ -108,18 +144,18 @@ class Belief:
         e = np.stack([draw_expectations(m, t, np.concatenate([index, reached_index]),
                                         np.concatenate([values, reached_values]), noise) for m in models])
         sign = 1.0 if scm.goal == "max" else -1.0
-        e_cand = e[:, :len(index)]
-        scores = call_scores(surrogate, scm, index, values, sign * e_cand, sign * e[:, len(index):], models, made,
-                             budget, rng).score
-        mean, sd = e_cand.mean(axis=0), e_cand.std(axis=0)
-        entries = []
-        for k, v in enumerate(settable):
-            cols = np.arange(k * grid, (k + 1) * grid)
-            best = int(cols[np.argmax(scores[cols])])
-            entries.append(VariableBelief(v, marginals[v], float(values[best]), float(mean[best]), float(sd[best]),
-                                          float(scores[best])))
-        entries.sort(key=lambda b: b.score)
-        return cls(scm.target, scm.goal, tuple(entries))
+        terms = call_scores(surrogate, scm, index, values, sign * e[:, :len(index)], sign * e[:, len(index):], models,
+                            made, budget, rng)
+        info = None if terms.gains is None else terms.gains / ((scm.d - 1) * math.log(2.0))
+        candidates = [Option(scm.variables[i], marginals[scm.variables[i]], float(x), float(terms.improvement[k]),
+                             None if info is None else float(info[k]), bool(terms.novel[k]), float(terms.score[k]))
+                      for k, (i, x) in enumerate(zip(index, values))]
+        columns = [terms.improvement, terms.novel] + ([] if info is None else [info])
+        front = np.flatnonzero(pareto_front(np.stack(columns, axis=1)))
+        order = terms.improvement if info is None else info
+        shown = sorted(front, key=lambda k: (order[k], k))  # stable: ties in the SCM's order
+        best = candidates[int(np.argmax(terms.score))]
+        return cls(scm.target, scm.goal, tuple(candidates[k] for k in shown), best, tuple(candidates))
 
 
 def _models(surrogate, draws: int, rng: np.random.Generator):

@@ -7,10 +7,11 @@ schema read from the type hints and the docstring. So the class has exactly two 
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
 episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
-frozen): the reply to the model is the sampled rows (one decimal), the calls left, and the surrogate's belief after
-those rows (`training.tasks.causal.belief`: per settable variable, P(parent of the target) and the posterior's
-E[target | do] at its best setting with its sd, the best last). Reset's text ends with the belief after the initial
-rows. A frozen surrogate's line never changes. A call the
+frozen): the reply to the model is the target's sampled value (one decimal; the whole rows are in the record), the
+calls left, and the options after those rows (`training.tasks.causal.belief`: per candidate call, its expected
+improvement, expected information gain, whether it reaches a new cell, and P(parent of the target); no weighing of
+them). Reset's text ends with the options after the initial rows. A frozen surrogate's line never changes. The reply
+does not grow with the number of variables, so an SCM of 12 variables reads like one of 4. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
 variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
 it samples nothing, updates nothing and uses no budget.
@@ -92,17 +93,26 @@ class StepRecord:
     posterior_after: ParentPosterior | None = None
     call_index: int | None = None  # valid calls before this one: keys its lookahead, shared by a GRPO group
     expected_info_gain: float | None = None  # the entropy drop the posterior expects of this call (`_look_ahead`)
-    recommended: tuple[str, float] | None = None  # the belief line's last (best) entry when the call was made;
-    # None: the line said the effects are unknown (the belief-reading teacher observes there)
+    teacher_call: tuple[str, float] | None = None  # the options' last entry (the teacher's choice) when the call
+    # was made; None: the effects were unknown (the teacher observes there)
+    one_step_call: tuple[str, float] | None = None  # the one-step rule's choice then (never shown); None: unknown
 
     @property
-    def follows_line(self) -> bool:
-        """Whether the call is the one the line recommended: its last entry's setting, or observe where the line
-        gave no effects (`training.tasks.causal.policies.belief_line.BeliefPolicy`, the warm start's teacher)."""
-        if self.recommended is None:
+    def follows_teacher(self) -> bool:
+        """Whether the call is the teacher's (`policies.belief_line.TeacherPolicy`): the last option's setting, or
+        observe where the effects were unknown."""
+        return self._is(self.teacher_call)
+
+    @property
+    def follows_one_step(self) -> bool:
+        """Whether the call is the one-step rule's (`policies.belief_line.OneStepPolicy`, the `belief_line` baseline)."""
+        return self._is(self.one_step_call)
+
+    def _is(self, call: tuple[str, float] | None) -> bool:
+        if call is None:
             return self.tool == "observe"
-        return self.intervention is not None and self.intervention[0] == self.recommended[0] and round(
-            self.intervention[1], 1) == self.recommended[1]
+        return self.intervention is not None and self.intervention[0] == call[0] and round(
+            self.intervention[1], 1) == call[1]
 
 
 @dataclass
@@ -146,11 +156,10 @@ class EpisodeRecord:
     def info_gain(self) -> float:
         return float(sum(s.info_gain for s in self.steps if s.valid))
 
-    @property
-    def line_followed(self) -> tuple[int, int]:
-        """(valid calls that set what the belief line recommended, valid calls)."""
+    def agreement(self, rule: str) -> float | None:
+        """The share of valid calls that made `rule`'s choice ("teacher" or "one_step"); None without valid calls."""
         valid = [s for s in self.steps if s.valid]
-        return sum(s.follows_line for s in valid), len(valid)
+        return sum(getattr(s, f"follows_{rule}") for s in valid) / len(valid) if valid else None
 
     @property
     def final_entropy(self) -> float:
@@ -170,9 +179,10 @@ class EpisodeRecord:
         return dict(zip(EPISODE_METRICS, values))
 
 
-def format_rows(variables: list[str], rows: np.ndarray) -> str:
-    """One line per row, `X0=1.2 X1=-0.3 ...` (one decimal: the model reads these; the surrogate gets the floats)."""
-    return "\n".join(" ".join(f"{v}={x:.1f}" for v, x in zip(variables, row)) for row in rows)
+def format_target(target: str, values: np.ndarray) -> str:
+    """The target's sampled values, `Y=2.1` (one per row, one decimal: the model reads these; the surrogate gets the
+    whole rows)."""
+    return " ".join(f"{target}={x:.1f}" for x in values)
 
 
 def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
@@ -376,16 +386,17 @@ class CausalEnv:
     def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
         self._record.invalid[kind] += 1
         self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind,
-                                             recommended=self._recommended()))
+                                             **self._shown_choices()))
         return f"error: {message}"
 
     def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
                 intervention: tuple[str, float] | None) -> str:
         left = self._record.budget - self._record.used - 1
-        text = f"{format_rows(self.scm.variables, rows)}\n({left} calls left)"
-        step = StepRecord(tool, args, True, text, target_value=float(rows[:, self.scm.index[self.scm.target]].mean()),
-                          expected_target=expected, intervention=intervention, rows=rows, mask=mask,
-                          call_index=self._record.used, recommended=self._recommended())
+        sampled = rows[:, self.scm.index[self.scm.target]]
+        text = f"{format_target(self.scm.target, sampled)} ({left} calls left)"
+        step = StepRecord(tool, args, True, text, target_value=float(sampled.mean()), expected_target=expected,
+                          intervention=intervention, rows=rows, mask=mask, call_index=self._record.used,
+                          **self._shown_choices())
         self._record.steps.append(step)
         step.regret = self._record.regret
         self._learn(step)
@@ -401,14 +412,16 @@ class CausalEnv:
             self._surrogate.update(step.rows, step.mask)
         self._settle(step)
 
-    def _recommended(self) -> tuple[str, float] | None:
-        """The setting the belief line now shown recommends (its last entry); None where it shows no effects."""
+    def _shown_choices(self) -> dict:
+        """What the teacher and the one-step rule choose from the options now shown (None where the effects are
+        unknown), recorded with the call that answers them."""
         if self._belief is None or not self._belief.known:
-            return None
-        return self._belief.best.variable, self._belief.best.value
+            return {"teacher_call": None, "one_step_call": None}
+        return {"teacher_call": self._belief.teacher_choice.call, "one_step_call": self._belief.best.call}
 
     def _read_belief(self) -> str:
-        """The surrogate's current belief (`training.tasks.causal.belief`) as the reply's last line, kept as `belief`."""
+        """The options after the surrogate's current belief (`training.tasks.causal.belief`), the reply's last line,
+        kept as `belief`."""
         self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates),
                                  budget=self._record.budget, made=tuple(self._record.interventions))
         return self._belief.line()

@@ -14,8 +14,9 @@ final posterior's MAP parent set, cumulative information gain (nats), final entr
 weighted reward, the invalid calls by kind (environment refusals) and the malformed calls (tool-layer refusals), the
 calls made, the final posterior's parent marginals P(X_j ∈ Pa(target)) (`parent_marginals`), the best E[target | do]
 the episode reached (`best_expected`, against the SCM's `optimum` and `goal`) and its valid interventions per variable
-(`interventions_on`), and the share of its valid calls that set what the belief line recommended
-(`line_agreement`, None without valid calls; each call's `follows_line` in the call log). `mean_metrics` reduces records to means; `training.tasks.causal.results.summary_table` prints
+(`interventions_on`), and the shares of its valid calls that made the teacher's choice and the one-step rule's
+(`teacher_agreement`, `one_step_agreement`, None without valid calls; each call's `follows_teacher` and
+`follows_one_step` in the call log). `mean_metrics` reduces records to means; `training.tasks.causal.results.summary_table` prints
 them per policy.
 """
 
@@ -42,8 +43,8 @@ def episode_record(record, row: dict, row_index: int, episode: int, policy: str,
                    malformed: Counter | None = None) -> dict:
     """One JSON-ready record of a finished episode (`EpisodeRecord`, read through `CausalEnv.record`)."""
     components = episode_rewards(record)
-    calls = [{"tool": s.tool, **s.arguments, "valid": s.valid, "follows_line": s.follows_line} for s in record.steps]
-    followed, valid = record.line_followed
+    calls = [{"tool": s.tool, **s.arguments, "valid": s.valid, "follows_teacher": s.follows_teacher,
+              "follows_one_step": s.follows_one_step} for s in record.steps]
     malformed = malformed or Counter()
     return {
         "policy": policy, "row": row_index, "episode": episode, "env_seed": environment_seed(row, episode),
@@ -53,7 +54,8 @@ def episode_record(record, row: dict, row_index: int, episode: int, policy: str,
         "final_entropy": record.final_entropy, "reward": weighted_reward(components, weights), **components,
         "invalid_calls": float(sum(record.invalid.values())), "invalid": dict(record.invalid),
         "malformed_calls": float(sum(malformed.values())), "malformed": dict(malformed),
-        "calls": float(record.used), "call_log": calls, "line_agreement": followed / valid if valid else None,
+        "calls": float(record.used), "call_log": calls,
+        "teacher_agreement": record.agreement("teacher"), "one_step_agreement": record.agreement("one_step"),
         "parent_marginals": dict(record.final_posterior.marginals),
         "goal": record.scm.goal, "best_expected": record.best_expected, "optimum": record.optimum,
         "interventions_on": dict(Counter(s.intervention[0] for s in record.steps if s.intervention is not None)),

@@ -7,18 +7,26 @@ builds the episode from), its `target` and `goal`, how it was generated (`family
 text, not a nested column, because Arrow would merge the different SCMs' keys into one struct.
 
 Train rows also carry `reference_calls_json`: the calls of the teacher playing that row's episode (same seed, so
-replaying them in the environment gives the same samples): the call the belief line of the last reply recommends
-(`training.tasks.causal.policies.belief_line.BeliefPolicy`: the variable listed last, the call of largest expected
-reward, at the value shown), or with probability `TEACHER_REPEAT` its previous call again (`belief_line.teacher`, the
-flawed teacher GRPO is to surpass). The teacher acts on what the policy reads, so imitation can teach the policy to
-read the belief. The starting policy imitates these traces and more episodes of the same rows
-(`training.tasks.causal.starting_policy`); `FORCE_RATE` forcing uses their first call.
+replaying them in the environment gives the same samples): the option the last reply listed last, the largest expected
+information gain (`training.tasks.causal.policies.belief_line.teacher`, the teacher GRPO is to surpass). The teacher
+acts on what the policy reads, so imitation can teach the policy to read the options. The starting policy imitates
+these traces and more episodes of the same rows (`training.tasks.causal.starting_policy`); `FORCE_RATE` forcing uses
+their first call.
 
-Default splits (`python -m training.tasks.causal.splits` writes `data/causal/{train,heldout}.jsonl`, about a minute, most
-of it the teacher): 256 train and 128 held-out SCMs with 4 to 6 variables, the four graph families in turn, every
-fourth one nonlinear, the rest linear-Gaussian; held-out SCMs come from a disjoint seed range. The target is named
-`Y` and the other variables `X1` .. `X{d-1}` (`target_named_y`). Budget and initial observational samples: the
-environment's defaults (`training.tasks.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
+Default splits (`python -m training.tasks.causal.splits` writes `data/causal/{train,heldout}.jsonl`, a few minutes,
+most of it the teacher): 256 train and 128 held-out SCMs, the four graph families in turn, one block of four in four
+nonlinear (every family has nonlinear SCMs), the rest linear-Gaussian; held-out SCMs come from a disjoint seed range.
+Each SCM draws, from its own seed, its size (`SIZES`: 3 to 8 variables), its names (`scm.names.naming`: X1.. and Y,
+letters, gene names, words such as `yield`, generated codes), where the target stands in the list, its intervention
+ranges and its goal (`scm.names`; "min" one time in four), so that reading the options does not depend on one naming,
+one range or one direction (`styled`). Budget and initial observational samples: the environment's defaults
+(`training.tasks.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
+
+Why at most 8 variables: the exact surrogate's cost per call grows as 2^d (the options' lookahead scores every
+candidate under 8 posterior draws): about 0.02 s at 6 variables, 0.09 s at 8, 0.6 s at 10 and 2 s at 12 on one core
+(`benchmarks/causal_option_cost.py`), and a GRPO step plays about 100 calls. The replies do not grow with the number
+of variables (the options are the Pareto front, the sampled target alone is shown), so larger SCMs read the same;
+the example files of 11 and 12 variables are measured in docs/causal.md.
 """
 
 from __future__ import annotations
@@ -30,16 +38,18 @@ from pathlib import Path
 import numpy as np
 
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, make_causal_env
+from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.belief_line import teacher
+from training.tasks.causal.policies.play import run_policy
+from training.tasks.causal.scm import names
 from training.tasks.causal.scm.families import FAMILIES, random_scm
 from training.tasks.causal.scm.scm import SCM
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "causal"
 N_TRAIN, N_HELDOUT = 256, 128
 HELDOUT_SEED_OFFSET = 100_000
-SIZES = (4, 5, 6)
-TEACHER_SEED_OFFSET = 7_000_000  # the teacher's own generator: default_rng(row seed + this)
+SIZES = (3, 4, 5, 6, 7, 8)
+STYLE_SEED_KEY = 0x5C3E  # separates a row's size, names, ranges and goal from its SCM's own generator
 
 
 def causal_prompt(row: dict) -> list[dict]:
@@ -59,13 +69,17 @@ def causal_prompt(row: dict) -> list[dict]:
     return [{"role": "user", "content": text}]
 
 
-def target_named_y(scm: SCM) -> SCM:
-    """The bundled task's names: the target is `Y`, the others `X1` .. `X{d-1}` (in the generator's order, which
-    is already a seeded permutation of the graph positions, so a name tells nothing about the graph); listed X1 ..
-    X{d-1}, Y. A role name the policy can read: the target is never among the names it may set."""
+def styled(scm: SCM, rng: np.random.Generator, style: str | None = None) -> SCM:
+    """`scm` with names in `style` (drawn when None; `scm.names.naming`), listed in the generator's order (already a
+    seeded permutation of the graph positions, so neither a name nor a place in the list tells the graph), with drawn
+    intervention ranges and goal."""
     others = [v for v in scm.variables if v != scm.target]
-    mapping = {v: f"X{i + 1}" for i, v in enumerate(others)} | {scm.target: "Y"}
-    return scm.renamed(mapping, order=[*(f"X{i + 1}" for i in range(len(others))), "Y"])
+    new = names.naming(scm.d, rng, style)
+    mapping = dict(zip(others, new[:-1])) | {scm.target: new[-1]}
+    renamed = scm.renamed(mapping)
+    spans = names.ranges([mapping[v] for v in others], rng)
+    return SCM(renamed.variables, renamed.mechanisms, dict(zip(renamed.variables, renamed.noise_std)), spans,
+               renamed.target, names.goal(rng), renamed.meta)
 
 
 def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: int = DEFAULT_INITIAL_SAMPLES) -> dict:
@@ -79,30 +93,15 @@ def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: 
     return {"prompt": causal_prompt(row), **row}
 
 
-def play_episode(row: dict, policy, surrogate: str = "exact") -> tuple[str, list[dict], list[str]]:
-    """The row's own episode (its seed) played by a scripted policy to the budget, or until the policy stops (returns
-    None): reset's text, the calls as `{name, arguments}` and what the environment answered to each. The policy's
-    generator is `default_rng(row seed + TEACHER_SEED_OFFSET)`; the environment has the `surrogate`."""
-    env = make_causal_env(surrogate)()
-    reset_text = env.reset(**row)
-    rng = np.random.default_rng(int(row["seed"]) + TEACHER_SEED_OFFSET)
-    calls, results = [], []
-    while env.record.used < env.record.budget:
-        call = policy(env, rng)
-        if call is None:
-            break
-        tool, args = call
-        out = getattr(env, tool)(**args)
-        if out.startswith("error"):
-            raise RuntimeError(f"the call {tool}({args}) was refused on row seed {row['seed']}: {out}")
-        calls.append({"name": tool, "arguments": args})
-        results.append(out)
-    return reset_text, calls, results
-
-
 def teacher_calls(row: dict, surrogate: str = "exact") -> list[dict]:
-    """The teacher's calls on the row's own episode (its seed), to the budget, as `{name, arguments}`."""
-    return play_episode(row, teacher(), surrogate)[1]
+    """The teacher's calls on the row's own episode (its seed, as GRPO plays it), to the budget, as
+    `{name, arguments}`; a refused call is an error (the teacher reads the options, which lie in range)."""
+    record = run_policy(teacher(), row, None, surrogate)
+    refused = [s for s in record.steps if not s.valid]
+    if refused:
+        raise RuntimeError(f"the teacher's call {refused[0].tool}({refused[0].arguments}) was refused on row seed "
+                           f"{row['seed']}: {refused[0].outcome}")
+    return [{"name": s.tool, "arguments": s.arguments} for s in record.steps]
 
 
 def make_rows(n: int, seed_offset: int, with_teacher: bool, start: int = 0) -> list[dict]:
@@ -110,9 +109,10 @@ def make_rows(n: int, seed_offset: int, with_teacher: bool, start: int = 0) -> l
     rows = []
     for i in range(start, n):
         family = FAMILIES[i % len(FAMILIES)]
-        mechanism = "nonlinear" if i % 4 == 3 else "linear"
-        n_vars = SIZES[(i // len(FAMILIES)) % len(SIZES)]
-        row = scm_row(target_named_y(random_scm(family, n_vars, seed_offset + i, mechanism)), seed=seed_offset + i)
+        mechanism = "nonlinear" if (i // len(FAMILIES)) % 4 == 3 else "linear"
+        rng = np.random.default_rng([seed_offset + i, STYLE_SEED_KEY])
+        n_vars = int(rng.choice(SIZES))
+        row = scm_row(styled(random_scm(family, n_vars, seed_offset + i, mechanism), rng), seed=seed_offset + i)
         if with_teacher:
             row["reference_calls_json"] = json.dumps(teacher_calls(row))
         rows.append(row)

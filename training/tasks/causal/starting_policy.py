@@ -10,22 +10,17 @@ What a build does:
 
 1. The base: the offline tiny Qwen3 with the causal tokenizer (`tiny-qwen3-causal`, `model_seed`).
 2. Traces, rendered as GRPO renders them (the recipe's chat template and `chat_template_kwargs`), with their decision
-   tokens marked: for stage 1, every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by
-   the teacher without its flaw (`BeliefPolicy()`: always the line's best entry; episode 0 on the row's own seed,
-   episode k on the paired environment seed `environment_seed(row, k)`); for stage 2, the teacher's own traces, the
-   rows' `reference_calls_json` (`policies.belief_line.teacher`: the line's best entry, or its previous call again with
-   probability `TEACHER_REPEAT`), played again and refused if the current teacher would not make them (stale data).
+   tokens marked: every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by the teacher
+   (`policies.belief_line.teacher`: the option listed last, the largest expected information gain; episode k on the
+   paired environment seed `environment_seed(row, k)`, `policies.play.run_policy`).
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
-   format tokens' (`decision_weight`): with one mean over all 104 label tokens of a trace, the 18 that decide were
+   format tokens' (`decision_weight`): with one mean over all label tokens of a trace, the few that decide were
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
-   at chance). Stage 1, `steps` on the line-following traces: the model learns to copy the line's best entry (on the
-   teacher's traces alone, with or without its repeated calls in the loss, the loss stalled and the copy was not
-   learnt in 600 to 1000 steps); stage 2, `repeat_steps` at `repeat_lr` on the teacher's traces: it takes on the
-   teacher's habit of repeating, as a tendency its sampled calls show and its greedy ones do not.
+   at chance).
 4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
-   that make the teacher's choice (`StepRecord.follows_line`: the line's best entry; the teacher's repeats are its
-   flaw, not its choice) must reach `acceptance_bar`. The same measure on sampled episodes (the recipe's temperature)
-   is recorded beside it, with the share of calls that repeat the previous one.
+   that make the teacher's choice (`StepRecord.follows_teacher`) must reach `acceptance_bar`. The same measure on
+   sampled episodes (the recipe's temperature) is recorded beside it, with the share that make the one-step rule's
+   choice and the share that repeat the previous call.
 5. A rejected build is written to `<out>-rejected` (to look at) and the command exits 1; an accepted one to `<out>`,
    atomically, with `build_record.json`: the command, the commit, the data's and recipe's digests, the digest of the
    encoded traces (and of the first 16, which `verify` re-renders), the library versions and thread count, the
@@ -62,12 +57,12 @@ from training.run_setup.models import cache_root
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
 from training.run_setup.warm_start_tools import encode_messages, reference_trace, with_observation
-from training.evaluation.pairing_seeds import environment_seed
 from training.tasks.causal.env import CausalEnv
-from training.tasks.causal.policies.belief_line import BeliefPolicy, teacher
+from training.tasks.causal.policies.belief_line import teacher
+from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policy_episodes import lm_episodes
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
-from training.tasks.causal.splits import DATA_DIR, play_episode
+from training.tasks.causal.splits import DATA_DIR
 
 REPO = Path(__file__).resolve().parents[3]
 STARTING_POLICY_DIR = REPO / "models" / "causal_starting_policy"
@@ -81,12 +76,10 @@ VERIFIED_TRACES = 16  # traces `verify` renders again
 class BuildSettings:
     seed: int = 0  # the fine-tune's batches
     model_seed: int = 0  # the base tiny Qwen3's initialisation
-    episodes_per_row: int = 8  # stage 1's episodes of each train row
-    steps: int = 1000  # stage 1: the line-following traces
+    episodes_per_row: int = 8  # the teacher's episodes of each train row
+    steps: int = 1000
     lr: float = 3e-3
     warmup_steps: int = 50
-    repeat_steps: int = 100  # stage 2: the teacher's own traces, repeats included
-    repeat_lr: float = 5e-4
     batch_size: int = 8
     decision_weight: float = 1.0
     acceptance_rows: int = 32
@@ -98,63 +91,50 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-POLICIES = {"line": BeliefPolicy, "teacher": teacher}  # stage 1's, stage 2's
+def _play(job: tuple[dict, int]) -> list[dict]:
+    """The conversation of the teacher's episode k of a row (a worker's job)."""
+    row, k = job
+    record = run_policy(teacher(), row, k)
+    played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
+                                                         for s in record.steps])}
+    return reference_trace(with_observation(played, record.reset_text), [s.outcome for s in record.steps])
 
 
-def _play(job: tuple[dict, str]) -> tuple[dict, list[dict]]:
-    """(the row with the calls as `reference_calls_json`, the conversation) of one episode (a worker's job)."""
-    row, policy = job
-    reset_text, calls, results = play_episode(row, POLICIES[policy]())
-    played = {**row, "reference_calls_json": json.dumps(calls)}
-    return played, reference_trace(with_observation(played, reset_text), results)
-
-
-def episodes(rows: list[dict], episodes_per_row: int) -> list[dict]:
-    """Each row's episodes 0 .. episodes_per_row - 1: its own seed, then the paired seeds `environment_seed(row, k)`."""
-    return [row if k == 0 else {**row, "seed": environment_seed(row, k)}
-            for row in rows for k in range(episodes_per_row)]
-
-
-def play(rows: list[dict], policy: str, show_progress: bool = False) -> list[tuple[dict, list[dict]]]:
-    """`_play` of every row under `policy` ("line" or "teacher"), on every core, in order."""
-    jobs = [(row, policy) for row in rows]
+def play(rows: list[dict], episodes_per_row: int, show_progress: bool = False) -> list[list[dict]]:
+    """The teacher's episodes 0 .. episodes_per_row - 1 of every row, on every core, in order."""
+    jobs = [(row, k) for row in rows for k in range(episodes_per_row)]
     with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
-        return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc=f"{policy} episodes",
+        return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc="teacher episodes",
                          unit="episode", disable=not show_progress))
 
 
-def teacher_traces(rows: list[dict], show_progress: bool = False) -> list[tuple[dict, list[dict]]]:
-    """The rows' own teacher traces, refused when the current teacher would not make their `reference_calls_json`."""
-    out = play(rows, "teacher", show_progress)
-    for row, (played, _) in zip(rows, out, strict=True):
-        if played["reference_calls_json"] != row.get("reference_calls_json"):
-            raise BadInputError(f"train row seed {row['seed']}: its reference_calls_json is not the teacher's calls "
-                                "under the current code; regenerate the splits with python -m "
-                                "training.tasks.causal.splits")
-    return out
-
-
-def encode_traces(tokenizer, traces: list[tuple[dict, list[dict]]], template_kwargs: dict) -> list[tuple]:
+def encode_traces(tokenizer, traces: list[list[dict]], template_kwargs: dict) -> list[tuple]:
     template = sampling_chat_template(tokenizer)
     tools = list(environment_tools(CausalEnv()).values())
     return [encode_messages(tokenizer, messages, tools, template, template_kwargs, decisions=True)
-            for _, messages in traces]
+            for messages in traces]
 
 
-def line_shares(records: list[dict]) -> dict[str, float]:
-    """Over the records' valid calls: the share that follow the line, and the share that repeat the previous call."""
-    followed = repeated = valid = 0
+RULES = ("follows_teacher", "follows_one_step")
+
+
+def call_shares(records: list[dict]) -> dict[str, float]:
+    """Over the records' valid calls: the shares that make the teacher's and the one-step rule's choice, and the
+    share that repeat the previous call."""
+    counts = dict.fromkeys(RULES, 0)
+    repeated = valid = 0
     for record in records:
         previous = None
         for call in record["call_log"]:
             if not call["valid"]:
                 continue
-            setting = {k: v for k, v in call.items() if k not in ("valid", "follows_line")}
+            setting = {k: v for k, v in call.items() if k not in ("valid", *RULES)}
             valid += 1
-            followed += call["follows_line"]
+            for rule in RULES:
+                counts[rule] += call[rule]
             repeated += setting == previous
             previous = setting
-    return {"valid_calls": valid, "follows_line": followed / valid if valid else 0.0,
+    return {"valid_calls": valid, **{rule: n / valid if valid else 0.0 for rule, n in counts.items()},
             "repeats": repeated / valid if valid else 0.0}
 
 
@@ -168,12 +148,12 @@ def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
     for decoding, episode_settings in (("greedy", sampled_settings.greedy()), ("sampled", sampled_settings)):
         records = lm_episodes(model, tokenizer, rows, episode_settings, env_factory=CausalEnv,
                               policy=STARTING_POLICY_NAME)
-        out[decoding] = {**line_shares(records),
+        out[decoding] = {**call_shares(records),
                          "malformed_calls": float(np.mean([r["malformed_calls"] for r in records])),
                          "invalid_calls": float(np.mean([r["invalid_calls"] for r in records])),
                          "reward": float(np.mean([r["reward"] for r in records])),
                          "regret": float(np.mean([r["regret"] for r in records]))}
-    out["passed"] = out["greedy"]["follows_line"] >= settings.acceptance_bar
+    out["passed"] = out["greedy"]["follows_teacher"] >= settings.acceptance_bar
     return out
 
 
@@ -194,19 +174,13 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
 
     rows = load_rows(DATA_FILES[0])
     tokenizer = AutoTokenizer.from_pretrained(base)
-    line = encode_traces(tokenizer, play(episodes(rows, settings.episodes_per_row), "line", show_progress),
-                         spec.template_kwargs)
-    taught = encode_traces(tokenizer, teacher_traces(rows, show_progress), spec.template_kwargs)
-    losses: dict[str, dict[int, float]] = {"line": {}, "teacher": {}}
-    model = None
-    for stage, traces, steps, lr, warmup in (("line", line, settings.steps, settings.lr, settings.warmup_steps),
-                                             ("teacher", taught, settings.repeat_steps, settings.repeat_lr, 10)):
-        fine = FineTuneSettings(steps=steps, lr=lr, batch_size=settings.batch_size, seed=settings.seed,
-                                warmup_steps=min(warmup, steps), decision_weight=settings.decision_weight,
-                                device=settings.device)
-        model, tokenizer, final_loss = fine_tune(
-            base, traces, fine, show_progress, model=model, desc=f"starting policy ({stage})",
-            on_step=lambda s, loss, stage=stage: losses[stage].update({s: loss}) if s % 50 == 0 else None)
+    traces = encode_traces(tokenizer, play(rows, settings.episodes_per_row, show_progress), spec.template_kwargs)
+    losses: dict[int, float] = {}
+    fine = FineTuneSettings(steps=settings.steps, lr=settings.lr, batch_size=settings.batch_size, seed=settings.seed,
+                            warmup_steps=min(settings.warmup_steps, settings.steps),
+                            decision_weight=settings.decision_weight, device=settings.device)
+    model, tokenizer, final_loss = fine_tune(base, traces, fine, show_progress, desc="starting policy",
+                                             on_step=lambda s, loss: losses.update({s: loss}) if s % 50 == 0 else None)
     model.eval()
     with torch.no_grad():
         accepted = acceptance(model, tokenizer, settings, spec)
@@ -214,8 +188,8 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
         "command": command, **commit, "base_model": Path(base).name,
         "data": {str(p.relative_to(REPO)): sha256(p) for p in DATA_FILES},
         "recipe": {str(CAUSAL_RECIPE.relative_to(REPO)): sha256(CAUSAL_RECIPE)},
-        "traces": {"line": len(line), "teacher": len(taught), "digest": encoded_digest(line + taught),
-                   "first_digest": encoded_digest(line[:VERIFIED_TRACES])},
+        "traces": {"teacher": len(traces), "digest": encoded_digest(traces),
+                   "first_digest": encoded_digest(traces[:VERIFIED_TRACES])},
         "numerics": {**numerics(threads=True), **device_name(settings.device)}, "settings": asdict(settings),
         "training": {"final_loss": final_loss, "loss_every_50_steps": losses},
         "acceptance": accepted, "build_seconds": round(time.time() - started, 1),
@@ -243,7 +217,7 @@ def write_build(dest: Path, save, record: dict, overwrite: bool) -> None:
 
 def verify(path: Path) -> list[str]:
     """What is wrong with a shipped starting policy, against its build record: files changed, data changed since the
-    build, acceptance not passed, or the first traces no longer render as they did (the environment, the belief line,
+    build, acceptance not passed, or the first traces no longer render as they did (the environment, the options,
     the template or the recipe's template arguments changed since). An empty list: nothing. The recipe's own digest is
     recorded but not compared: its training settings (steps, learning rate) do not change what the build made."""
     from transformers import AutoTokenizer
@@ -266,12 +240,12 @@ def verify(path: Path) -> list[str]:
     if not problems:
         settings = BuildSettings(**record["settings"])
         spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
-        rows = episodes(load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)],
-                        settings.episodes_per_row)[:VERIFIED_TRACES]
-        encoded = encode_traces(AutoTokenizer.from_pretrained(path), play(rows, "line"), spec.template_kwargs)
+        rows = load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)]
+        traces = play(rows, settings.episodes_per_row)[:VERIFIED_TRACES]
+        encoded = encode_traces(AutoTokenizer.from_pretrained(path), traces, spec.template_kwargs)
         if encoded_digest(encoded) != record["traces"]["first_digest"]:
             problems.append(f"the first {VERIFIED_TRACES} traces render differently from the build's (the "
-                            "environment, belief line, policy or template changed); rebuild the starting policy")
+                            "environment, options, teacher or template changed); rebuild the starting policy")
     return problems
 
 
@@ -307,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             record = build(settings, out, command, overwrite=args.overwrite)
             print(json.dumps({"out": str(out), "acceptance": record["acceptance"]}, indent=2))
             if not record["acceptance"]["passed"]:
-                share = record["acceptance"]["greedy"]["follows_line"]
+                share = record["acceptance"]["greedy"]["follows_teacher"]
                 print(f"rejected: greedy calls made the teacher's choice in {share:.3f} of valid calls "
                       f"(< {settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
                 return 1

@@ -7,11 +7,13 @@ line's best entry in 0.11 to 0.28 of its calls (chance: ~0.2), the 4-layer one i
 
 The default tiny tokenizer spells the causal episode in byte pieces: the prompt alone (tool schemas, variables,
 data summary) is ~840 tokens, a 3-call episode ~1200. Here the BPE merges are learned from rendered causal
-episodes (`corpus`: seeded SCMs of 3 to 10 variables, budgets 1 to 20, random calls, the Qwen3 chat template with
-the environment's tool schemas), after a pre-tokenizer that isolates every variable name (`X3`, `Y`) and every number
-(`-1.5`, `+0.6`, `2.18`) as its own piece and lets BPE merge freely elsewhere (ByteLevel without its regex). So a
-variable name and a value are each one token (the decisions the policy makes), while the fixed boilerplate (the
-tools block, `", "value": `) collapses into a few long tokens: a 6-call episode on 6 variables is ~350 tokens.
+episodes (`corpus`: seeded SCMs of 3 to 10 variables named in every style of `scm.names`, budgets 1 to 20, random
+calls, the Qwen3 chat template with the environment's tool schemas), after a pre-tokenizer that isolates every word
+(any identifier but a JSON key: `X3`, `PKA`, `blood_pressure`, `gain`) and every number (`-1.5`, `+0.6`, `2.18`) as
+its own piece, with the space before it if there is one (`PIECES`). A name at the start of a line (an option:
+`PKA=3.0 gain 12 ...`) and in the call's JSON (`"variable": "PKA"`) is the same piece, and so is a value (`3.0`
+after `=` and after `"value": `), which is what copying them needs; a name the corpus has seen often is one token,
+another a few pieces; a number is one token. Elsewhere BPE merges freely.
 The default `tiny-qwen3` is untouched (the other recipes' measured results depend on it).
 
 Built deterministically into the cache (`STRICT_GRPO_CACHE/models/tiny-qwen3-causal-<fingerprint>-seed<N>`), the
@@ -47,24 +49,24 @@ VOCAB_SIZE = 2048
 CORPUS_EPISODES = 200
 CORPUS_SEED_OFFSET = 10_000_000  # SCM seeds far from the bundled splits'
 CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
-PIECES = r"X\d+|\bY\b|[-+]?\d+(?:\.\d+)?"  # variable names and numbers: never merged with their neighbours
+# words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
+# (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
+PIECES = r' ?(?>[A-Za-z_][A-Za-z0-9_]*)(?!":)|(?<!:) ?[-+]?\d+(?:\.\d+)?'
 
 
 def _episode_text(renderer, seed: int) -> str:
     from training.tasks.causal.env import CausalEnv, make_causal_env
     from training.tasks.causal.scm.families import FAMILIES, random_scm
-    from training.tasks.causal.splits import scm_row, target_named_y
+    from training.tasks.causal.splits import scm_row, styled
     from training.tool_use.system_prompt import tool_schemas
 
     rng = np.random.default_rng(seed)
     d = int(rng.integers(3, 11))
     # linear SCMs only: the text is the same for both families, and a nonlinear SCM's numerical optimum (computed at
     # reset) would cost ~1 s per episode
-    scm = random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear")
-    if seed % 2 == 0:  # half named as the bundled task names them (target Y), half as the generator does
-        scm = target_named_y(scm)
+    scm = styled(random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear"), rng)
     row = scm_row(scm, seed=seed, budget=int(rng.integers(1, 21)))
-    # the belief line's numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
+    # the options' numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
     # the no-op surrogate's line, marginals only, has the same words)
     env = make_causal_env("exact" if d <= 6 else "noop")()
     messages = [{"role": "user", "content": row["prompt"][0]["content"] + env.reset(**row)}]
@@ -73,8 +75,9 @@ def _episode_text(renderer, seed: int) -> str:
             name, args = "observe", {}
         else:
             var = scm.actionable[int(rng.integers(len(scm.actionable)))]
+            lo, hi = scm.ranges[var]
             grid = rng.random() < 0.5
-            val = float(rng.choice([-3.0, -1.5, 0.0, 1.5, 3.0])) if grid else round(float(rng.uniform(-3, 3)), 2)
+            val = float(rng.choice(np.round(np.linspace(lo, hi, 5), 1))) if grid else round(float(rng.uniform(lo, hi)), 2)
             name, args = "intervene", {"variable": var, "value": val}
         out = getattr(env, name)(**args)
         messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {

@@ -4,7 +4,8 @@ An expression such as ``cos(Z) - exp(-Z / 20)`` is parsed with `ast` (mode ``eva
 closures over numpy arrays; nothing is ever passed to `eval`/`exec`. Allowed:
 
 * numbers (int/float literals) and the constants ``pi`` and ``e``;
-* variable names (each must be one of the names the caller allows: the variable's parents);
+* variable names (each must be one of the names the caller allows: the variable's parents), any identifier, a
+  Python keyword included (a crop's `yield`: such a name is swapped for a placeholder before `ast` parses the text);
 * ``+ - * / **`` and unary ``+ -``;
 * calls of the whitelisted functions in `FUNCTIONS` with positional arguments.
 
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import ast
 import io
+import keyword
 import math
 import operator
+import re
 import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,8 +82,12 @@ def compile_expression(source: str, allowed_names: set[str] | frozenset[str], wh
         raise ExpressionError(f"{where}: must be a string expression or a number, got {type(source).__name__}")
     text = str(source)
     check_bounds(text, where)
+    placeholders = {f"__name_{i}": name for i, name in enumerate(sorted(allowed_names)) if _is_keyword(name)}
+    parsed = text
+    for placeholder, name in placeholders.items():
+        parsed = re.sub(rf"\b{re.escape(name)}\b", placeholder, parsed)
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = ast.parse(parsed, mode="eval")
     except SyntaxError as err:
         raise ExpressionError(f"{where}: {text!r} is not a valid expression ({err.msg})") from None
     except (RecursionError, MemoryError, ValueError) as err:  # the bounds should keep the parser from these
@@ -94,6 +101,7 @@ def compile_expression(source: str, allowed_names: set[str] | frozenset[str], wh
             value = literal_value(node.value, where, repr(node.value))
             return lambda env: value
         if isinstance(node, ast.Name):
+            node.id = placeholders.get(node.id, node.id)
             if node.id in CONSTANTS:
                 value = CONSTANTS[node.id]
                 return lambda env: value
@@ -129,6 +137,10 @@ def compile_expression(source: str, allowed_names: set[str] | frozenset[str], wh
 
     fn = build(tree.body)
     return Expression(source=text, names=frozenset(names), _fn=fn)
+
+
+def _is_keyword(name: str) -> bool:
+    return keyword.iskeyword(name) or keyword.issoftkeyword(name)
 
 
 def shortened(text: str, limit: int = 60) -> str:
