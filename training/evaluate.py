@@ -28,7 +28,7 @@ from pathlib import Path
 
 from training.errors import bad_input_exits
 from training.evaluation.episodes import summarize, write_episodes
-from training.evaluation.eval_inputs import inputs_from_spec
+from training.evaluation.eval_inputs import inputs_from_spec, spec_environment
 from training.evaluation.spec import (
     EvalSpecError,
     load_policy,
@@ -127,8 +127,9 @@ def build_spec(args: argparse.Namespace):
 
 
 def task_inputs(args: argparse.Namespace, task_options: dict[str, list[str]], spec):
-    """The task and the inputs it plays: the spec's own, or as the task's options (when given) ask."""
-    task = resolve_task(inputs_from_spec(spec, rows=[], split=spec.heldout_file), args.task)  # no rows read yet
+    """The task (told by the spec's environment) and the inputs it plays, built once: the spec's own, or as the
+    task's options (when given) ask."""
+    task = resolve_task(spec_environment(spec), str(spec.source), args.task)
     for name, dests in task_options.items():
         given = [d for d in dests if getattr(args, d) is not None]
         if given and name != task.name:

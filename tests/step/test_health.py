@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from training.step.health import RunHealthError, detect
+from types import SimpleNamespace
+
+from training.step.health import HealthMonitorCallback, RunHealthError, detect
 
 
 def test_detectors_on_logs():
@@ -149,3 +151,21 @@ def test_nan_gradient_stops_a_strict_run_before_the_update_with_a_checkpoint(mak
     saved = load_file(checkpoint / "adapter_model.safetensors")
     assert all(torch.isfinite(t).all() for t in saved.values())
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())  # the NaN update was never applied
+
+
+def test_a_step_without_a_valid_call_is_said_in_words_naming_the_causes_and_does_not_stop_the_run(caplog):
+    """Issue 44: a policy that names variables the SCM does not have, or writes calls the tool layer cannot parse,
+    makes no valid call; the step says so, with the counts its logs show by kind, and leaves the stop to zero_loss."""
+    assert not detect({"loss": 0.1}, reuse_pass=False)["health/no_valid_calls"]  # an environment that does not report
+    assert not detect({"tools/valid_calls": 0.5}, reuse_pass=False)["health/no_valid_calls"]
+    logs = {"loss": 0.0, "grad_norm": 0.0, "tools/valid_calls": 0.0, "tools/malformed/bad_json": 21.0,
+            "tools/malformed/unknown_tool": 0.0, "tools/refused/unknown_variable": 1.9}
+    monitor = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
+    args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=5, grad_spike_floor=0.1, max_grad_norm=1.0,
+                           strict_health=True, health_patience=1)
+    monitor.on_log(args, SimpleNamespace(global_step=1), None, logs=logs)
+    assert logs["health/no_valid_calls"] == 1.0
+    said = [r.getMessage() for r in caplog.records if "no rollout made a tool call" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("step 1: ")
+    assert "malformed/bad_json 21; refused/unknown_variable 1.9" in said[0] and "unknown_tool" not in said[0]
+    assert isinstance(monitor.error, RunHealthError) and "zero_loss" in str(monitor.error)  # the stop is zero_loss's

@@ -57,6 +57,13 @@ def inputs_from_spec(spec, rows: list[dict] | None = None, split: str | None = N
     )
 
 
+def spec_environment(spec):
+    """The environment the spec names, configured by its settings (None without one): what tells tasks apart."""
+    from training.run_setup.recipe import environment_class
+
+    return environment_class(spec.environment_factory, spec.environment_settings) if spec.environment_factory else None
+
+
 def _environment_rows(spec, rows: list[dict], split: str) -> tuple[object, list[dict]]:
     """The recipe's environment factory and the rows, set up as training sets them up (the system prompt in front,
     tool names checked, each row checked by the environment)."""

@@ -1,8 +1,8 @@
 """The tasks every held-out evaluation knows, one entry each: `python -m training.evaluate` and the evaluation during
 training (training/evaluation/trainer_heldout.py) go through the same entry, so a new task plugs in with one.
 
-An `EvalTask` says when it applies to an evaluation's inputs (`EvalInputs`, built from a spec or from the trainer;
-picked by priority when `--task` is not given), how it plays and scores a policy's held-out episodes
+An `EvalTask` says when it applies to an evaluation's environment (`applies(environment_factory)`: the class the
+recipe or the trainer plays, None without one; picked by priority when `--task` is not given), how it plays and scores a policy's held-out episodes
 (`evaluate(inputs, policy) -> (episodes, counts)`: training/evaluation/episodes.py), which values the evaluation
 during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
 play instead of a model, and which command-line options of its own `python -m training.evaluate` takes (`options`,
@@ -46,7 +46,7 @@ def reward_values(sampled: Played, greedy: Played) -> dict[str, float]:
 class EvalTask:
     name: str
     description: str
-    applies: Callable[[EvalInputs], bool]
+    applies: Callable[[object | None], bool]  # of the environment factory (None: the recipe has none)
     evaluate: Callable[[EvalInputs, object], Played]
     priority: int = 0  # when several tasks apply to the inputs, the highest priority wins
     baselines: dict[str, Callable[[EvalInputs], object]] = field(default_factory=dict)
@@ -69,16 +69,17 @@ def register(task: EvalTask) -> EvalTask:
     return task
 
 
-def resolve_task(inputs: EvalInputs, name: str | None = None) -> EvalTask:
-    """The task named `name`, else the highest-priority task that applies to `inputs`."""
+def resolve_task(environment_factory, source: str, name: str | None = None) -> EvalTask:
+    """The task named `name`, else the highest-priority task that applies to the environment (None: no environment)
+    of the evaluation of `source`."""
     load_tasks()
     if name is not None:
         if name not in TASKS:
             raise EvalSpecError(f"--task {name!r} is not a known task; known: {sorted(TASKS)}")
         return TASKS[name]
-    applicable = sorted((t for t in TASKS.values() if t.applies(inputs)), key=lambda t: -t.priority)
+    applicable = sorted((t for t in TASKS.values() if t.applies(environment_factory)), key=lambda t: -t.priority)
     if not applicable:
-        raise EvalSpecError(f"no evaluation task applies to {inputs.source}; known: {sorted(TASKS)} (pass --task)")
+        raise EvalSpecError(f"no evaluation task applies to {source}; known: {sorted(TASKS)} (pass --task)")
     return applicable[0]
 
 
@@ -113,13 +114,13 @@ def _environment_values(sampled: Played, greedy: Played) -> dict[str, float]:
 register(EvalTask(
     name="reward_functions",
     description="held-out prompts, one completion per episode, scored by the reward functions (weighted)",
-    applies=lambda inputs: inputs.environment_factory is None,
+    applies=lambda environment_factory: environment_factory is None,
     evaluate=_evaluate_reward_functions,
 ))
 register(EvalTask(
     name="environment",
     description="multi-turn episodes in the environment, scored by its goal checker (success: reward 1)",
-    applies=lambda inputs: inputs.environment_factory is not None,
+    applies=lambda environment_factory: environment_factory is not None,
     evaluate=_evaluate_environment,
     heldout_values=_environment_values,
 ))

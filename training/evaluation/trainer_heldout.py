@@ -69,7 +69,8 @@ class HeldoutEvaluation:
     def task(self) -> EvalTask:
         """The evaluation task that applies to the trainer's inputs (the causal task for a `CausalEnv`)."""
         if self._task is None:
-            self._task = resolve_task(self.inputs())
+            inputs = self.inputs()
+            self._task = resolve_task(inputs.environment_factory, inputs.source)
         return self._task
 
     def evaluate(self) -> dict[str, float]:

@@ -224,14 +224,18 @@ def check_context(script_args, training_args, model_path: str, rows_by_source: d
         )  # fmt: skip
 
 
+def environment_class(path: str, settings: dict | None):
+    """The recipe's `environment_factory`, imported, configured by its `environment_settings`."""
+    factory = import_object(path, "environment_factory")
+    if not callable(factory):
+        raise RecipeError(f"environment_factory {path!r} is not an importable callable")
+    return configured_environment(factory, settings) if settings else factory
+
+
 def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict]):
     """Import the recipe's environment, put the rendered system prompt in front of every row, and check every tool
     name the prompt, the recipe and the tasks mention against it. Returns (factory, train rows, held-out rows)."""
-    factory = import_object(script_args.environment_factory, "environment_factory")
-    if not callable(factory):
-        raise RecipeError(f"environment_factory {script_args.environment_factory!r} is not an importable callable")
-    if getattr(script_args, "environment_settings", None):
-        factory = configured_environment(factory, script_args.environment_settings)
+    factory = environment_class(script_args.environment_factory, getattr(script_args, "environment_settings", None))
     env_cls = type(factory())
     prompts = {}
     if script_args.system_prompt_file:

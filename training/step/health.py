@@ -7,6 +7,12 @@ Each logged training step is checked for:
 - `health/ratio_pinned`: on a reuse pass of a generation batch (`num_iterations > 1`) the PPO ratio is exactly 1 with
   zero spread, i.e. the "old" log-probs were recomputed with the current policy;
 - `health/nonfinite_loss`: the loss or the gradient norm is NaN or infinite (non-finite loss or gradient);
+- `health/no_valid_calls`: the environment reports how many tool calls per rollout it accepted (`tools/valid_calls`,
+  the causal environment does) and no rollout of the step made one: the policy cannot act on this environment yet
+  (it names things the environment does not have, or writes calls the tool layer cannot parse). The warning names
+  what the step's logs show: the malformed calls by kind (`tools/malformed/*`, in the generation batch) and the calls
+  the environment refused by kind (`tools/refused/*`, per rollout: `unknown_variable` where the policy names
+  variables the SCM does not have). A warning, not a stop: the zero-loss detector stops such a run;
 - `health/grad_spike`: the gradient norm is finite, more than `grad_spike_factor` (k) times the median of the
   last `GRAD_WINDOW` finite, non-zero gradient norms (once at least `grad_spike_warmup` of those were seen; steps
   without any signal have a gradient norm of exactly 0 and are left out of the median), and above the floor
@@ -56,8 +62,21 @@ ADVICE = {
     "health/grad_spike": "the gradient norm jumped above grad_spike_factor times the median of the recent ones. Check "
     "the rewards' scale (rewards/*/std), lower learning_rate, or raise grad_spike_factor or grad_spike_floor if such "
     "jumps are expected",
+    "health/no_valid_calls": "no rollout made a tool call the environment accepted, so no reward can tell the "
+    "rollouts apart: the policy cannot act on this environment yet. Check that the model was trained on this "
+    "environment's call format and names (a starting policy or warm start on the same kind of rows)",
 }
 IMMEDIATE = ("health/nonfinite_loss",)  # stop at the first occurrence under strict_health
+WARN_ONLY = ("health/no_valid_calls",)  # said in words at the step; another detector stops such a run
+CALL_CAUSES = ("tools/malformed/", "tools/refused/")  # per-kind counts of the calls that were not accepted
+
+
+def no_valid_calls_causes(logs: dict) -> str:
+    """The causes a step's logs show for its rollouts making no valid call: each malformed or refused kind seen, with
+    its value as logged (`tools/malformed/*`: calls in the generation batch; `tools/refused/*`: per rollout)."""
+    seen = [f"{name.split('/', 1)[1]} {value:g}" for name, value in sorted(logs.items())
+            if name.startswith(CALL_CAUSES) and _finite(value) and value > 0]
+    return "; ".join(seen) if seen else "no malformed or refused calls counted: the rollouts made no call at all"
 
 
 def _finite(value) -> bool:
@@ -91,6 +110,7 @@ def detect(
         "health/ratio_pinned": reuse_pass and logs.get("ratio/std") == 0.0 and logs.get("ratio/mean") == 1.0,
         "health/nonfinite_loss": any(v is not None and not _finite(v) for v in (loss, grad_norm)),
         "health/grad_spike": bool(spike),
+        "health/no_valid_calls": logs.get("tools/valid_calls") == 0.0,
     }
 
 
@@ -162,10 +182,14 @@ class HealthMonitorCallback(TrainerCallback):
         for name, hit in fired.items():
             logs[name] = float(hit)
             self.streaks[name] = self.streaks[name] + 1 if hit else 0
-            if hit:
+            if hit and name == "health/no_valid_calls":
+                logger.warning("step %d: %s. Calls not accepted, by kind: %s", state.global_step, ADVICE[name],
+                               no_valid_calls_causes(logs))
+            elif hit:
                 logger.warning("step %d: %s", state.global_step, ADVICE[name])
             patience = 1 if name in IMMEDIATE else args.health_patience
-            if hit and args.strict_health and self.streaks[name] >= patience and self.error is None:
+            stops = args.strict_health and name not in WARN_ONLY
+            if hit and stops and self.streaks[name] >= patience and self.error is None:
                 streak = self.streaks[name]
                 when = f"for {streak} consecutive steps (up to" if streak > 1 else "(at"
                 self.error = RunHealthError(

@@ -50,6 +50,7 @@ CONTRACT: dict[str, str] = {
     "health/ratio_pinned": "always",
     "health/nonfinite_loss": "always",
     "health/grad_spike": "always",
+    "health/no_valid_calls": "always (fires only where the environment logs tools/valid_calls)",
 }
 
 TASK_METRICS: dict[str, str] = {}  # name -> when, registered by the tasks

@@ -8,6 +8,7 @@ import pytest
 from training.tasks.causal.policies.greedy_eig import GreedyEIGPolicy
 from training.tasks.causal.policies.play import episode_messages, run_policy
 from training.tasks.causal.policies.scripted import EpsilonPolicy, OraclePolicy, RandomPolicy
+from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import DATA_DIR, causal_prompt
 
 
@@ -62,11 +63,12 @@ def test_episode_becomes_qwen3_tool_call_messages(rows):
 
 
 def test_epsilon_mixes_expert_and_random_calls(rows):
-    oracle_vars = set(json.loads(rows[0]["scm_json"])["mechanisms"][rows[0]["target"]]["parents"])
+    scm = SCM.from_json(rows[0]["scm_json"])
+    oracle_vars = set(scm.parents()) | {scm.optimum().variable}  # the optimum first (maybe an ancestor), then parents
     pure = run_policy(EpsilonPolicy(OraclePolicy(), 0.0), rows[0], 1)
     noisy = run_policy(EpsilonPolicy(OraclePolicy(), 1.0), rows[0], 1)
     assert all(s.arguments["variable"] in oracle_vars for s in pure.steps)
-    assert any(s.arguments["value"] not in (-3.0, 3.0) for s in noisy.steps)
+    assert any(s.arguments["value"] not in scm.ranges[s.arguments["variable"]] for s in noisy.steps)
     with pytest.raises(ValueError, match="epsilon"):
         EpsilonPolicy(OraclePolicy(), 1.5)
 

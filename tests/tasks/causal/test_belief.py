@@ -1,15 +1,23 @@
-"""The belief line: what the policy reads equals the surrogate's posterior; a frozen surrogate's line never moves;
-the expert that acts on it sets the last (best) variable listed."""
+"""The options the policy reads: each shown number is the posterior's term for that call, the shown calls are the
+Pareto front of the three terms the reward pays, nothing weighs them in the text; a frozen surrogate's options never
+move; the teacher sets the last option (largest information gain), the one-step rule the largest weighted score."""
+
+import math
+import re
 
 import numpy as np
 import pytest
 
 from tests.tasks.causal.helpers import chain5
-from training.tasks.causal.belief import Belief, belief_rng
+from training.tasks.causal.acquisition import expected_improvements, information_gains
+from training.tasks.causal.belief import NOISE_SAMPLES, Belief, belief_rng, grid_values, pareto_front
 from training.tasks.causal.env import CausalEnv, make_causal_env
-from training.tasks.causal.policies.belief_line import BeliefPolicy
+from training.tasks.causal.policies.belief_line import OneStepPolicy, TeacherPolicy
+from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, exploration_unit
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import scm_row
+
+OPTION = re.compile(r"^(\w+)=(-?\d+\.\d) gain (-?\d+) info (-?\d+) (new|seen) parent (\d\.\d)$")
 
 
 def _env(**over):
@@ -18,129 +26,126 @@ def _env(**over):
     return env
 
 
-def test_the_line_equals_the_posterior_marginals_and_expectations_of_its_draws():
+def test_each_candidates_terms_are_the_posteriors_recomputed_on_the_same_draws():
     """Worked example (chain X0 -> X1 -> X2 -> X3 -> X4, target X2, 20 observational rows and one intervention):
-    each entry's parent probability is the posterior's marginal, and its value, mean and sd are those of
-    E[X2 | do(X = end)] over the same 16 draws, computed here by propagating each draw with `simulate` (one row,
-    noise 0) rather than the vectorised path the line uses."""
+    each candidate's parent probability is the posterior's marginal, its gain the expected improvement of E[X2 | do]
+    over the same 16 draws (propagated here one row at a time with `simulate`, not the line's vectorised path), its
+    info the expected entropy drop over the first 8 of them as a share of (d - 1) ln 2, its new whether its third of
+    the range is unvisited."""
     env = _env()
     env.intervene("X1", 3.0)
     sur, scm = env.surrogate, env.scm
     belief = env.belief
-    assert belief == Belief.of(sur, scm, belief_rng(1, sur.updates), budget=4, made=(("X1", 3.0),))  # the current posterior
-    models = sur.posterior_models(16, belief_rng(1, sur.updates))
+    assert belief == Belief.of(sur, scm, belief_rng(1, sur.updates), budget=4, made=(("X1", 3.0),))
+    rng = belief_rng(1, sur.updates)
+    models = sur.posterior_models(16, rng)
+    rng.standard_normal((NOISE_SAMPLES, scm.d))  # the line's noise for nonlinear draws (unused by linear ones)
     marginals = sur.posterior().marginals
     t = scm.index["X2"]
-    for entry in belief.entries:
-        j = scm.index[entry.variable]
-        at = np.array([m.simulate({j: entry.value}, np.zeros((1, scm.d)))[0, t] for m in models])
-        assert entry.parent == pytest.approx(marginals[entry.variable])
-        assert entry.value in (-3.0, 3.0)
-        assert entry.expected == pytest.approx(at.mean()) and entry.sd == pytest.approx(at.std())
-    scores = [e.score for e in belief.entries]
-    assert scores == sorted(scores) and belief.best == belief.entries[-1]
-    # the true effect on X2 of X1 is -1.2 per unit and of X0 is -1.2: setting X1 or X0 to -3 is best, the data say
-    # so; X1 = 3.0 was made and improved nothing, so X1's entry is its other end
-    x1 = next(e for e in belief.entries if e.variable == "X1")
-    assert x1.value == -3.0 and x1.expected > 2.0 and marginals["X1"] > 0.9
-    text = belief.line()
-    best = belief.best
-    assert env.record.steps[-1].outcome.splitlines()[-1] == belief.line()
-    assert text.startswith("Belief, best last: ")
-    assert text.endswith(f"{best.variable}={best.value!r} X2 {best.expected:.1f}±{best.sd:.1f} parent {best.parent:.1f}.")
+    index = np.array([scm.index[o.variable] for o in belief.candidates])
+    values = np.array([o.value for o in belief.candidates])
+    at = np.array([[m.simulate({int(j): x}, np.zeros((1, scm.d)))[0, t] for j, x in zip(index, values)]
+                   for m in models])
+    reached = np.array([[m.simulate({}, np.zeros((1, scm.d)))[0, t], m.simulate({1: 3.0}, np.zeros((1, scm.d)))[0, t]]
+                        for m in models])
+    made = np.array([(o.variable, o.value) == ("X1", 3.0) for o in belief.candidates])
+    gains = information_gains(sur, index, values, models[:8], rng) / (4 * math.log(2))
+    assert [o.gain for o in belief.candidates] == pytest.approx(expected_improvements(at, reached, made))
+    assert [o.info for o in belief.candidates] == pytest.approx(gains)
+    assert [o.parent for o in belief.candidates] == pytest.approx([marginals[o.variable] for o in belief.candidates])
+    assert [o.new for o in belief.candidates] == [(o.variable, o.value) != ("X1", 3.0) for o in belief.candidates]
+    assert {o.value for o in belief.candidates} == {-3.0, 3.0}  # linear draws: the ends
+    unit = exploration_unit(scm, 4)
+    w = DEFAULT_WEIGHTS
+    assert [o.score for o in belief.candidates] == pytest.approx(
+        [w["optimization"] * o.gain + w["structure"] * o.info + w["exploration"] * unit * o.new
+         for o in belief.candidates])
 
 
-def test_goal_min_ranks_by_the_same_score_and_sets_the_lowering_end():
+def test_the_options_are_the_pareto_front_by_information_and_hold_the_one_step_choice():
+    env = _env()
+    for call in (("X1", 3.0), ("X4", -3.0)):
+        env.intervene(*call)
+        belief = env.belief
+        terms = np.array([[o.gain, o.info, float(o.new)] for o in belief.candidates])
+        shown = [o for o, on in zip(belief.candidates, pareto_front(terms)) if on]
+        assert sorted(shown, key=lambda o: o.info) == list(belief.options)
+        for o in belief.candidates:  # a hidden candidate is beaten on every term by one shown
+            if o not in belief.options:
+                assert any(s.gain >= o.gain and s.info >= o.info and s.new >= o.new for s in belief.options)
+        assert belief.best == max(belief.candidates, key=lambda o: o.score) and belief.best in belief.options
+        assert belief.teacher_choice == belief.options[-1] == max(belief.options, key=lambda o: o.info)
+
+
+def test_the_line_shows_the_terms_of_each_option_and_no_weighing_of_them():
+    env = _env()
+    reply = env.intervene("X1", 3.0)
+    lines = reply.splitlines()
+    assert lines[0] == f"X2={env.record.steps[-1].rows[0, 2]:.1f} (3 calls left)"  # the sampled target alone
+    assert lines[1] == "Options:" and "\n".join(lines[1:]) == env.belief.line()
+    for text, option in zip(lines[2:], env.belief.options, strict=True):
+        name, value, gain, info, new, parent = OPTION.match(text).groups()
+        assert (name, float(value)) == option.call and int(gain) == round(100 * option.gain)
+        assert int(info) == round(100 * option.info) and (new == "new") == option.new
+        assert float(parent) == round(option.parent, 1)
+    assert "score" not in reply and "best" not in reply
+
+
+def test_goal_min_counts_improvement_downwards():
     c = chain5()
     scm = SCM(c.variables, c.mechanisms, dict(zip(c.variables, c.noise_std)), c.ranges, c.target, goal="min")
     env = CausalEnv()
     env.reset(**scm_row(scm, seed=1, budget=4, initial_samples=20))
-    belief = env.belief
-    scores = [e.score for e in belief.entries]
-    assert scores == sorted(scores)
-    assert belief.best.value == 3.0 and belief.best.variable in ("X0", "X1")
+    best_gain = max(env.belief.candidates, key=lambda o: o.gain)
+    # E[X2 | do(X1 = x)] = -1.2 x (and do(X0) acts through X1): the minimum is at +3
+    assert best_gain.value == 3.0 and best_gain.variable in ("X0", "X1")
 
 
-def test_a_frozen_surrogates_line_never_changes_and_says_the_effects_are_unknown():
+def test_a_frozen_surrogates_options_never_change_and_say_the_effects_are_unknown():
     env = make_causal_env(active=False)()
-    first = env.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20)).split(". ", 2)[-1]
-    lines = [env.intervene("X1", 3.0).splitlines()[-1], env.observe().splitlines()[-1],
-             env.intervene("X0", -1.0).splitlines()[-1]]
-    assert all(line == env.belief.line() for line in lines)
-    assert first.endswith(env.belief.line()) and len(set(lines)) == 1
-    assert lines[0].startswith("Belief (effects unknown): ") and env.surrogate.updates == 0
-    assert not env.belief.known
+    first = env.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
+    replies = [env.intervene("X1", 3.0), env.observe(), env.intervene("X0", -1.0)]
+    lines = ["\n".join(r.splitlines()[1:]) for r in replies]
+    assert all(line == env.belief.line() for line in lines) and len(set(lines)) == 1
+    assert first.endswith(env.belief.line()) and lines[0].startswith("Options (effects unknown):")
+    assert env.surrogate.updates == 0 and not env.belief.known and env.belief.teacher_choice is None
 
 
-def test_an_active_surrogates_line_moves_with_the_data_and_repeats_for_the_same_history():
+def test_an_active_surrogates_options_move_with_the_data_and_repeat_for_the_same_history():
     def replies():
         env = _env()
         return [env.intervene("X1", 3.0), env.intervene("X0", -3.0)]
 
     a, b = replies(), replies()
-    assert a == b  # a GRPO group's rollouts that make the same calls read the same belief
-    assert a[0].splitlines()[-1] != a[1].splitlines()[-1]
+    assert a == b  # a GRPO group's rollouts that make the same calls read the same options
+    assert a[0].splitlines()[1:] != a[1].splitlines()[1:]
 
 
 def test_the_noop_surrogate_shows_its_prior_marginals_without_effects():
     env = make_causal_env("noop")()
     env.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
-    assert not env.belief.known and {e.variable for e in env.belief.entries} == {"X0", "X1", "X3", "X4"}
+    assert not env.belief.known and {o.variable for o in env.belief.options} == {"X0", "X1", "X3", "X4"}
 
 
-def test_the_belief_policy_sets_the_last_entry_or_observes_when_effects_are_unknown():
+def test_the_teacher_sets_the_last_option_the_one_step_rule_its_best_and_both_observe_when_effects_are_unknown():
     env = _env()
-    policy, rng = BeliefPolicy(), np.random.default_rng(0)
-    best = env.belief.best
-    assert policy(env, rng) == ("intervene", {"variable": best.variable, "value": best.value})
+    rng = np.random.default_rng(0)
+    last, best = env.belief.options[-1], env.belief.best
+    assert TeacherPolicy()(env, rng) == ("intervene", {"variable": last.variable, "value": last.value})
+    assert OneStepPolicy()(env, rng) == ("intervene", {"variable": best.variable, "value": best.value})
+    env.intervene(last.variable, last.value)
+    step = env.record.steps[-1]
+    assert step.follows_teacher and step.follows_one_step == (last.call == best.call)
     frozen = make_causal_env(active=False)()
     frozen.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
-    assert policy(frozen, rng) == ("observe", {})
+    assert TeacherPolicy()(frozen, rng) == OneStepPolicy()(frozen, rng) == ("observe", {})
     with pytest.raises(ValueError, match="reset"):
-        policy(CausalEnv(), rng)
+        TeacherPolicy()(CausalEnv(), rng)
 
 
-def test_following_the_line_makes_no_setting_twice_and_a_made_setting_expects_no_improvement():
-    """A setting already made cannot raise the best E[target | do] reached (each draw's incumbent includes it) nor
-    reach a new exploration cell, so the line's best entry is a new setting on this chain."""
-    env = _env()
-    made = []
-    for _ in range(4):
-        best = env.belief.best
-        made.append((best.variable, best.value))
-        env.intervene(best.variable, best.value)
-    assert len(set(made)) == len(made)
-
-
-def test_the_teacher_repeats_and_stops_at_its_rates_and_otherwise_follows_the_line():
-    from training.tasks.causal.policies.belief_line import STOP_AFTER, TEACHER_REPEAT, TEACHER_STOP, teacher
-
-    repeats = follows = calls = stops = chances = 0
-    for seed in range(40):
-        env = make_causal_env()()
-        env.reset(**scm_row(chain5(), seed=seed, budget=6, initial_samples=20))
-        policy, rng = teacher(), np.random.default_rng(seed)
-        previous = None
-        while env.record.used < env.record.budget:
-            chances += env.record.used >= STOP_AFTER
-            call = policy(env, rng)
-            if call is None:
-                assert env.record.used >= STOP_AFTER
-                stops += 1
-                break
-            tool, args = call
-            line = env.belief.best
-            env.intervene(**args) if tool == "intervene" else env.observe()
-            step = env.record.steps[-1]
-            if previous is not None:
-                calls += 1
-                repeats += step.arguments == previous
-                follows += step.follows_line
-                assert step.follows_line == (args == {"variable": line.variable, "value": line.value})
-                assert step.arguments == previous or step.follows_line  # nothing else
-            previous = step.arguments
-    assert abs(repeats / calls - TEACHER_REPEAT) < 0.1 and abs(stops / chances - TEACHER_STOP) < 0.1
-    with pytest.raises(ValueError, match="repeat"):
-        BeliefPolicy(repeat=1.5)
-    with pytest.raises(ValueError, match="stop"):
-        BeliefPolicy(stop=-0.1)
+def test_grid_values_lie_inside_the_range_at_one_decimal():
+    assert grid_values(-3.0, 3.0, 2).tolist() == [-3.0, 3.0]
+    assert grid_values(-0.25, 0.75, 2).tolist() == [-0.2, 0.7]  # the ends rounded inward, never outside
+    inner = grid_values(-5.0, 20.0, 9)
+    assert inner[0] == -5.0 and inner[-1] == 20.0 and len(inner) == 9 and np.all(np.diff(inner) > 0)
+    assert grid_values(0.01, 0.04, 2).tolist() == [0.01, 0.04]  # narrower than a decimal: its own ends

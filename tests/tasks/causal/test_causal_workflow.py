@@ -11,6 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from training.run_setup.prompt_datasets import load_rows
+from training.tasks.causal.splits import DATA_DIR
+
 REPO = Path(__file__).resolve().parents[3]
 TOY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 2, "heldout_max_samples": 4,
        "heldout_samples_per_prompt": 1, "save_steps": 1000}
@@ -19,7 +22,11 @@ TOY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 2, "
 def test_the_causal_workflow_trains_evaluates_and_compares_every_policy(tmp_path):
     spec = yaml.safe_load((REPO / "workflows" / "causal_main.yaml").read_text())
     spec["seeds"] = [0, 1]
-    spec["overrides"] = {**spec["overrides"], **TOY}
+    rows = load_rows(DATA_DIR / "heldout.jsonl")
+    linear = [r for r in rows if r["mechanism"] == "linear"][:3]
+    heldout = tmp_path / "heldout.jsonl"  # three linear SCMs and one nonlinear, whatever the split's order
+    heldout.write_text("".join(json.dumps(r) + "\n" for r in [*linear, next(r for r in rows if r["mechanism"] != "linear")]))
+    spec["overrides"] = {**spec["overrides"], **TOY, "heldout_file": str(heldout)}
     spec["variants"] = {k: v for k, v in spec["variants"].items() if k in ("trained", "starting_policy", "frozen",
                                                                           "random", "oracle")}
     (tmp_path / "wf.yaml").write_text(yaml.safe_dump(spec))

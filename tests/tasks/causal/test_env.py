@@ -2,6 +2,7 @@
 
 import filecmp
 import json
+import keyword
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ def test_only_intervene_and_observe_are_tools_with_typed_schemas():
     assert schema["observe"]["properties"] == {}
 
 
-def test_reset_summarises_initial_data_and_intervene_reports_every_variable():
+def test_reset_summarises_initial_data_and_a_call_reports_the_target_the_calls_left_and_the_options():
     env = CausalEnv()
     text = env.reset(**row())
     rows = chain5().sample(4, np.random.default_rng(3))  # reset's first draw: the initial observational rows
@@ -36,14 +37,14 @@ def test_reset_summarises_initial_data_and_intervene_reports_every_variable():
     assert text == f" Budget: 6 calls. 4 samples, correlation with X2: {expected}. {env.belief.line()}"
     assert env.surrogate.updates == 1
     out = env.intervene("X1", 2.0)
-    first = out.splitlines()[0].split()
-    assert [f.split("=")[0] for f in first] == ["X0", "X1", "X2", "X3", "X4"] and first[1] == "X1=2.0"
-    assert out.splitlines()[1] == "(5 calls left)" and out.splitlines()[2] == env.belief.line()
     step = env.record.steps[-1]
+    assert out.splitlines()[0] == f"X2={step.rows[0, 2]:.1f} (5 calls left)"  # the target alone: the rows are kept
+    assert step.rows.shape == (1, 5) and step.rows[0, 1] == 2.0 and "\n".join(out.splitlines()[1:]) == env.belief.line()
     assert step.valid and step.expected_target == pytest.approx(-2.4)
     assert step.info_gain == pytest.approx(step.entropy_before - step.entropy_after)
     assert step.entropy_before != step.entropy_after and env.surrogate.updates == 2
-    assert len(env.observe().splitlines()) == 5  # 3 rows, the budget line, the belief line
+    observed = env.observe().splitlines()[0]  # 3 rows: the target's three values
+    assert observed.startswith("X2=") and observed.count("X2=") == 3 and observed.endswith("(4 calls left)")
 
 
 def test_each_call_updates_the_surrogate_at_once_and_a_frozen_one_never():
@@ -51,8 +52,13 @@ def test_each_call_updates_the_surrogate_at_once_and_a_frozen_one_never():
     env.reset(**row(budget=4))
     env.intervene("X1", 1.0)
     assert env.surrogate.updates == 2 and env.episode_metrics["surrogate/updates"] == 2.0
-    assert set(env.episode_metrics) == {"causal/info_gain", "causal/posterior_entropy", "causal/regret",
-                                        "causal/parent_f1", "causal/invalid_calls", "surrogate/updates"}
+    env.intervene("X7", 1.0)  # refused: no such variable
+    metrics = env.episode_metrics
+    assert set(metrics) == {"causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
+                            "causal/invalid_calls", "surrogate/updates", "tools/valid_calls",
+                            *(f"tools/refused/{kind}" for kind in INVALID_KINDS)}
+    assert metrics["tools/valid_calls"] == 1.0 and metrics["tools/refused/unknown_variable"] == 1.0
+    assert metrics["causal/invalid_calls"] == 1.0 and metrics["tools/refused/out_of_bounds"] == 0.0
     frozen = make_causal_env(active=False)()
     frozen.reset(**row(budget=4))
     frozen.intervene("X1", 1.0)
@@ -187,8 +193,13 @@ def test_bundled_rows_run_in_the_environment_and_prompt_names_everything():
     assert {r["scm_json"] for r in train}.isdisjoint(r["scm_json"] for r in heldout)
     assert {r["family"] for r in train} == {"chain", "fork", "star", "er"}
     assert 0.1 < np.mean([r["mechanism"] == "nonlinear" for r in train]) < 0.5
-    made = [len(json.loads(r["reference_calls_json"])) for r in train]  # the teacher stops early now and then
-    assert all(2 <= n <= r["budget"] for n, r in zip(made, train)) and 0 < np.mean(made) < train[0]["budget"]
+    assert all(len(json.loads(r["reference_calls_json"])) == r["budget"] for r in train)  # the teacher never stops
+    for split in (train, heldout):  # names, sizes, ranges and goals vary
+        assert {r["n_vars"] for r in split} == set(causal_task.SIZES)
+        assert {r["goal"] for r in split} == {"max", "min"}
+        assert len({r["target"] for r in split}) > 20
+        assert any(keyword.iskeyword(v) for r in split for v in json.loads(r["scm_json"])["variables"])
+        assert len({tuple(lohi) for r in split for lohi in json.loads(r["scm_json"])["ranges"].values()}) > 5
     for r in heldout:
         env = CausalEnv()
         reset_text = env.reset(**r)
@@ -197,5 +208,7 @@ def test_bundled_rows_run_in_the_environment_and_prompt_names_everything():
         text = r["prompt"][0]["content"]
         assert r["prompt"] == causal_task.causal_prompt(r)
         assert all(x in text for x in env.scm.variables) and f"Target: {r['target']}." in text
-        assert f"Set one of {', '.join(env.scm.actionable)} at a time" in text and "[-3, 3]" in text
+        settable = text.split("Set one of ", 1)[1]
+        assert all(v in settable for v in env.scm.actionable) and env.scm.target not in settable.replace(",", " ").split()
+        assert all(f"[{lo:g}, {hi:g}]" in settable for lo, hi in env.scm.ranges.values())
         assert f"Budget: {r['budget']} calls." in reset_text

@@ -64,7 +64,8 @@ def play(tok, rows, script, **kw):
 def test_calls_run_through_the_training_tool_layer_and_records_carry_every_metric(tok, rows):
     row = rows[0]
     other = [v for v in json.loads(row["scm_json"])["variables"] if v != row["target"]][0]
-    script = [call("intervene", variable=other, value=3.0), call("intervene", variable=row["target"], value=1.0),
+    top = json.loads(row["scm_json"])["ranges"][other][1]  # the bundled ranges vary
+    script = [call("intervene", variable=other, value=top), call("intervene", variable=row["target"], value=1.0),
               "<tool_call>\n{not json\n</tool_call>", call("intervene", variable=other, value="high"),
               call("observe"), "Done."]
     lm, (record, *_) = play(tok, [row], script)
@@ -88,7 +89,7 @@ def test_calls_run_through_the_training_tool_layer_and_records_carry_every_metri
 def test_the_iteration_limit_and_the_completion_length_end_episodes(tok, rows):
     row = rows[0]
     other = [v for v in json.loads(row["scm_json"])["variables"] if v != row["target"]][0]
-    endless = [call("intervene", variable=other, value=-3.0)]
+    endless = [call("intervene", variable=other, value=json.loads(row["scm_json"])["ranges"][other][0])]
     _, (capped,) = play(tok, [row], endless, max_iterations=2)
     assert capped["calls"] == 2.0
     _, (short,) = play(tok, [row], endless, max_completion_length=40)

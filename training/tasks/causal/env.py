@@ -28,7 +28,7 @@ samples and the same posterior trajectory for the same calls; a GRPO group share
 common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
 sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the
 budget, a short summary of the initial rows (the sample correlation of the target with every other variable,
-`data_summary`) and the belief line.
+`data_summary`) and the options (`belief.py`).
 
 `episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
 `surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).
@@ -62,11 +62,12 @@ LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information ga
 LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
 SURROGATES = tuple(SURROGATE_KINDS)  # the registered surrogates' names (`surrogates/catalogue.py`); "exact" is the default
 SAMPLED_SURROGATES = tuple(name for name, kind in SURROGATE_KINDS.items() if kind.sampled)  # posteriors with draws:
-# what the belief line, the baselines and the structure reward need
-EPISODE_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
-                   "causal/invalid_calls", "surrogate/updates")  # `EpisodeRecord.metrics`, logged as batch means
+# what the options, the baselines and the structure reward need
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
                  "budget_exceeded")
+LOGGED_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
+                  "causal/invalid_calls", "surrogate/updates", "tools/valid_calls",
+                  *(f"tools/refused/{kind}" for kind in INVALID_KINDS))  # `EpisodeRecord.metrics`, batch means
 
 
 class EpisodeError(ValueError):
@@ -173,10 +174,11 @@ class EpisodeRecord:
         return parent_f1(self.final_posterior.map_set(), self.scm.parents())
 
     def metrics(self) -> dict[str, float]:
-        """This episode's values of the causal metrics (`EPISODE_METRICS`, in the metric contract)."""
+        """This episode's values of the logged metrics (`LOGGED_METRICS`, in the metric contract): the causal ones,
+        the calls accepted and the calls refused by kind (what `health/no_valid_calls` names)."""
         values = (self.info_gain, self.final_entropy, self.regret, self.parent_f1, float(sum(self.invalid.values())),
-                  float(self.surrogate_updates))
-        return dict(zip(EPISODE_METRICS, values))
+                  float(self.surrogate_updates), float(self.used), *(float(self.invalid[k]) for k in INVALID_KINDS))
+        return dict(zip(LOGGED_METRICS, values, strict=True))
 
 
 def format_target(target: str, values: np.ndarray) -> str:
@@ -317,7 +319,7 @@ class CausalEnv:
               initial_samples: int | None = None, target: str | None = None, max_parents: int | None = None,
               **row) -> str:
         """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
-        surrogate's belief line. `max_parents`: the exact surrogate's in-degree bound (`subsets.parent_bound`)."""
+        options after it. `max_parents`: the exact surrogate's in-degree bound (`subsets.parent_bound`)."""
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._rng = np.random.default_rng(seed)
         self._seed = int(seed)

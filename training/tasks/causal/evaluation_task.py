@@ -37,16 +37,15 @@ from training.tasks.causal.policy_episodes import (
 )
 from training.tasks.causal.reward_components import COMPONENTS
 
-EPISODE_METRICS = ("regret", "parent_f1", "info_gain", "final_entropy", "calls", "invalid_calls", "malformed_calls")
+RECORD_METRICS = ("regret", "parent_f1", "info_gain", "final_entropy", "calls", "invalid_calls", "malformed_calls")
 METRIC_DIRECTIONS = {"regret": "lower", "parent_f1": "higher", "info_gain": "higher", SCORE: "higher"}
 SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
 GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
 
 
-def applies(inputs: EvalInputs) -> bool:
+def applies(environment_factory) -> bool:
     """Whether the environment is a `CausalEnv` (or a class `make_causal_env` made)."""
-    factory = inputs.environment_factory
-    return isinstance(factory, type) and issubclass(factory, CausalEnv)
+    return isinstance(environment_factory, type) and issubclass(environment_factory, CausalEnv)
 
 
 def component_weights(inputs: EvalInputs) -> dict[str, float] | None:
@@ -72,7 +71,7 @@ def as_episode(record: dict, heldout_seed: int, sampled: bool) -> Episode:
         row=row, sample=k, seed=episode_seed(heldout_seed, row, k) if sampled else None,
         score=float(score) if finite else None, components={c: record[c] for c in COMPONENTS},
         unscorable_reason=None if finite else f"weighted reward {score!r}",
-        metrics={m: record[m] for m in EPISODE_METRICS}, extra=record,
+        metrics={m: record[m] for m in RECORD_METRICS}, extra=record,
     )
 
 

@@ -44,10 +44,10 @@ def _register_evaluation() -> None:
 def _register_metrics() -> None:
     """The causal metrics of every training-step log: the episodes' means and each reward component's."""
     from training.step.metric_names import register_task_metrics
-    from training.tasks.causal.env import EPISODE_METRICS
+    from training.tasks.causal.env import LOGGED_METRICS
     from training.tasks.causal.reward_components import COMPONENTS
 
-    names = [*EPISODE_METRICS, *(f"rewards/{c}/{stat}" for c in COMPONENTS for stat in ("mean", "std"))]
+    names = [*LOGGED_METRICS, *(f"rewards/{c}/{stat}" for c in COMPONENTS for stat in ("mean", "std"))]
     register_task_metrics(dict.fromkeys(names, "causal environment"))
 
 

@@ -5,7 +5,7 @@ candidates ranked by their one-step expected reward, `Belief.candidates`), and f
 with the one-step rule as the base policy, in a world simulated by a posterior draw m of the episode's own surrogate
 (DAG and parameters): each simulated call's row is drawn from m, the surrogate's copy is updated with it, and the next
 call is the one-step rule's on that copy. A simulated episode earns the reward's four components as the environment
-would pay them were m the SCM (`simulated_reward`); each candidate's value is the mean over `draws` draws, shared by
+would pay them were m the SCM (`simulated_episode`); each candidate's value is the mean over `draws` draws, shared by
 every candidate (common random numbers), and the call is the candidate of largest value. Where the rollout is exact
 (m the true SCM) it is never worse than its base policy; here m is a posterior draw, so it measures how much planning
 over the calls left is worth under the belief the policy reads, which is the headroom GRPO has beyond the one-step
@@ -57,25 +57,27 @@ class SimulatedWorld:
         return sign * float(e[0])
 
 
-def simulated_reward(scm, budget: int, world: SimulatedWorld, surrogate, made: list[tuple[str, float]],
-                     first, calls_left: int) -> float:
-    """The weighted reward of the option `first` then the one-step rule on the simulated posterior, `calls_left`
-    calls in all, from the state (`surrogate`, `made`), were `world` the SCM. Mutates `surrogate` and `made`."""
-    w = DEFAULT_WEIGHTS
+def simulated_episode(scm, budget: int, world: SimulatedWorld, surrogate, made: list[tuple[str, float]],
+                      first, calls_left: int) -> dict[str, float]:
+    """The reward components earned by the option `first` then the one-step rule on the simulated posterior,
+    `calls_left` calls in all, from the state (`surrogate`, `made`), were `world` the SCM: optimization and parent as
+    the environment pays them (against m's expectations and parents), structure the options' expected information
+    gain of each call, exploration its new cells. Mutates `surrogate` and `made` (the calls played are appended)."""
     rng = np.random.default_rng(world.seed)
     unit = exploration_unit(scm, budget)
     best = max([world.none, *(world.expected(scm, c) for c in made)])
     cells = {cell(scm, c) for c in made}
-    total = 0.0
+    earned = dict.fromkeys(DEFAULT_WEIGHTS, 0.0)
     for k in range(calls_left):
         option = first if k == 0 else Belief.of(surrogate, scm, rng, budget=budget, made=tuple(made)).best
         if option is None:
-            return total  # effects unknown in the simulation: nothing more to plan on
+            break  # effects unknown in the simulation: nothing more to plan on
         before = _balanced(surrogate.posterior().marginals, world.parents)
         e = world.expected(scm, option.call)
-        total += w["optimization"] * (max(best, e) - best) / world.span if world.span > 0 else 0.0
+        earned["optimization"] += (max(best, e) - best) / world.span if world.span > 0 else 0.0
         best = max(best, e)
-        total += w["structure"] * (option.info or 0.0) + w["exploration"] * unit * (cell(scm, option.call) not in cells)
+        earned["structure"] += option.info or 0.0
+        earned["exploration"] += unit * (cell(scm, option.call) not in cells)
         cells.add(cell(scm, option.call))
         j = scm.index[option.variable]
         row = world.model.simulate({j: option.value}, rng.standard_normal((1, scm.d)))
@@ -83,8 +85,8 @@ def simulated_reward(scm, budget: int, world: SimulatedWorld, surrogate, made: l
         mask[:, j] = True
         surrogate.update(row, mask)
         made.append(option.call)
-        total += w["parent"] * (_balanced(surrogate.posterior().marginals, world.parents) - before)
-    return total
+        earned["parent"] += _balanced(surrogate.posterior().marginals, world.parents) - before
+    return earned
 
 
 @register_policy("rollout", order=65)
@@ -109,8 +111,8 @@ class RolloutPolicy:
         values = np.zeros(len(ranked))
         for world in self._worlds(env, rng):
             for k, option in enumerate(ranked):
-                values[k] += simulated_reward(scm, record.budget, world, env.surrogate.copy(), list(made), option,
-                                              left)
+                earned = simulated_episode(scm, record.budget, world, env.surrogate.copy(), list(made), option, left)
+                values[k] += sum(DEFAULT_WEIGHTS[c] * v for c, v in earned.items())
         chosen = ranked[int(np.argmax(values))]
         return "intervene", {"variable": chosen.variable, "value": chosen.value}
 
