@@ -166,6 +166,15 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
     assert err.value.code == 2 and "--train_file: the rows come from --scm" in capsys.readouterr().err
 
 
+def test_training_picks_the_surrogate_that_fits_the_file():
+    """Exact where every mechanism is affine (a linear file is written as expressions), additive for cos and exp,
+    learned above the additive and exact surrogates' sizes."""
+    scms = Path(train_scm.__file__).resolve().parents[3] / "examples" / "scms"
+    chosen = {name: train_scm.fitting_surrogate(scm_rows.load_scm_file(scms / f"{name}.yaml"))
+              for name in ("cbo_toy", "sachs_linear", "er12_linear", "er20_linear")}
+    assert chosen == {"cbo_toy": "additive", "sachs_linear": "exact", "er12_linear": "exact", "er20_linear": "learned"}
+
+
 @pytest.mark.slow
 def test_training_on_an_scm_file_end_to_end(elsewhere):
     """About 2 minutes on 2 cores: the warm start, one GRPO step and the held-out evaluations, from another directory."""

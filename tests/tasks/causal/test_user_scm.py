@@ -113,3 +113,30 @@ def test_expressions_within_the_bounds_still_compile():
     inside = ["-" * 49 + "X", "exp(" * 49 + "X" + ")" * 49, " + ".join(["X"] * 200), "X * 1e12", "X * 0.000001"]
     for source in inside:
         compile_expression(source, {"X"})
+
+
+def test_a_variable_may_be_named_as_a_python_keyword():
+    """Names are the user's: a crop's `yield`, a portfolio's `return` (issue 41: the parser refused them as syntax)."""
+    spec = {"target": "yield", "goal": "max", "edges": [["rain", "yield"], ["yield", "return"]],
+            "variables": {"rain": {"mechanism": "0"}, "yield": {"mechanism": "2 * rain - 0.1 * square(rain)"},
+                          "return": {"mechanism": "0.5 * yield"}}}
+    scm = scm_from_spec(spec)
+    assert scm.parents() == {"rain"} and scm.parents("return") == {"yield"}
+    assert scm.expected_target({"rain": 1.0}) == pytest.approx(1.9, abs=0.05)
+    again = type(scm).from_json(scm.to_json())
+    assert again.expected_target({"return": 2.0}) == pytest.approx(scm.expected_target({"return": 2.0}))
+    assert compile_expression("yield * 2", {"yield"})({"yield": np.array([3.0])}) == 6.0
+    with pytest.raises(ExpressionError, match="not a valid expression"):
+        compile_expression("yield * 2", {"rain"})  # a keyword that is not one of the names: still not an expression
+
+
+def test_an_scm_with_keyword_names_runs_in_the_environment():
+    from training.tasks.causal.env import CausalEnv
+    from training.tasks.causal.splits import scm_row
+
+    spec = {"target": "yield", "edges": [["rain", "yield"], ["lambda", "yield"]],
+            "variables": {"rain": {"mechanism": "0"}, "lambda": {"mechanism": "0"},
+                          "yield": {"mechanism": "cos(rain) + lambda"}}}
+    env = CausalEnv()
+    env.reset(**scm_row(scm_from_spec(spec), seed=0))
+    assert env.intervene("lambda", 3.0).startswith("yield=") and env.record.steps[-1].valid

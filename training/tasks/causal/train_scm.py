@@ -6,8 +6,9 @@
 writes the SCM's train rows (`--episodes` of them, with the teacher's traces the recipe's warm start imitates)
 and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.causal.scm_rows`), then runs
 `training.train` on them. Unless given, `--config` is the checkout's recipes/causal_cpu.yaml and the environment is
-the `--surrogate`'s (default additive: users' mechanisms are rarely linear; exact for linear SCMs of up to 16
-variables; learned for larger ones): `CausalEnv` with `environment_settings: {surrogate_kind: ...}`. `--max_parents`
+the `--surrogate`'s, by default the one that fits the file (`fitting_surrogate`): exact where every mechanism is
+affine in its parents (up to 16 variables), additive otherwise (up to 10), learned above: `CausalEnv` with
+`environment_settings: {surrogate_kind: ...}`. `--max_parents`
 sets the exact surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is;
 `--train_file` and `--heldout_file` are refused (the rows come from the SCM).
 """
@@ -18,14 +19,16 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from training.errors import BadInputError, bad_input_exits
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import SURROGATES, EpisodeError, check_surrogate_fits
+from training.tasks.causal.env import SURROGATE_KINDS, SURROGATES, EpisodeError, check_surrogate_fits
 from training.tasks.causal.scm.user_scm import UserSCMError
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
 
-DEFAULT_SURROGATE = "additive"
 ROWS_DIR = "scm_rows"
+AFFINE_POINTS = 16  # parent values at which a mechanism is checked for being affine
 
 
 def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -38,7 +41,8 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--episodes", type=int, default=64, help="train rows (episodes of the SCM)")
     parser.add_argument("--heldout_episodes", type=int, default=8, help="held-out rows")
     parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
-                        help=f"the environment's surrogate (default {DEFAULT_SURROGATE})")
+                        help="the environment's surrogate (default: the one that fits the file: exact for affine "
+                             "mechanisms, additive otherwise, learned above 10 or 16 variables)")
     parser.add_argument("--max_parents", type=int, default=None,
                         help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
     args, rest = parser.parse_known_args(argv)
@@ -50,11 +54,29 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         raise BadInputError("--surrogate and --environment_factory / --environment_settings: give one of them")
     if "--config" not in given:
         rest = ["--config", str(CAUSAL_RECIPE), *rest]
-    if not given & {"--environment_factory", "--environment_settings"}:
-        args.surrogate = args.surrogate or DEFAULT_SURROGATE
-        rest = [*rest, "--environment_factory", "training.tasks.causal.env.CausalEnv",
-                "--environment_settings", f"{{surrogate_kind: {args.surrogate}}}"]
+    args.environment = not given & {"--environment_factory", "--environment_settings"}
     return args, rest
+
+
+def affine(mechanism, rng: np.random.Generator) -> bool:
+    """Whether `mechanism` is affine in its parents: an affine fit at `AFFINE_POINTS` parent values leaves no residual
+    beyond rounding."""
+    if not mechanism.parents:
+        return True
+    x = rng.uniform(-3.0, 3.0, size=(AFFINE_POINTS, len(mechanism.parents)))
+    y = np.broadcast_to(np.asarray(mechanism(dict(zip(mechanism.parents, x.T))), dtype=float), (AFFINE_POINTS,))
+    design = np.column_stack([np.ones(AFFINE_POINTS), x])
+    residual = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    return bool(np.all(np.isfinite(y)) and np.abs(residual).max() <= 1e-8 * max(1.0, np.abs(y).max()))
+
+
+def fitting_surrogate(scm) -> str:
+    """The surrogate that fits an SCM: exact where every mechanism is affine (up to its size limit), additive
+    otherwise (up to its limit), learned beyond."""
+    rng = np.random.default_rng(0)
+    wanted = "exact" if all(affine(m, rng) for m in scm.mechanisms.values()) else "additive"
+    limit = SURROGATE_KINDS[wanted].max_vars
+    return wanted if limit is None or scm.d <= limit else "learned"
 
 
 def write_rows(args: argparse.Namespace) -> Path:
@@ -67,7 +89,8 @@ def write_rows(args: argparse.Namespace) -> Path:
         scm = load_scm_file(args.scm)
     except UserSCMError as err:
         raise BadInputError(f"--scm: {err}") from None
-    if args.surrogate is not None:
+    if args.environment:
+        args.surrogate = args.surrogate or fitting_surrogate(scm)
         try:
             check_surrogate_fits(args.surrogate, scm.d, args.max_parents)
         except EpisodeError as err:
@@ -85,6 +108,9 @@ def training_argv(argv: list[str]) -> list[str]:
     """Write the rows; the command line for `training.train.main`."""
     args, rest = split_argv(argv)
     rows = write_rows(args)
+    if args.environment:
+        rest = [*rest, "--environment_factory", "training.tasks.causal.env.CausalEnv",
+                "--environment_settings", f"{{surrogate_kind: {args.surrogate}}}"]
     return [*rest, "--output_dir", args.output_dir, "--train_file", str(rows / "train.jsonl"),
             "--heldout_file", str(rows / "heldout.jsonl")]
 
