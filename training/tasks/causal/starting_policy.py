@@ -18,7 +18,8 @@ What a build does:
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
    at chance).
 4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
-   that make the teacher's choice (`StepRecord.follows_teacher`) must reach `acceptance_bar`. The same measure on
+   that make the teacher's choice (`StepRecord.follows_teacher`) must reach `acceptance_bar`, and so must the share of
+   calls that are valid (a policy that miscopies a name makes a call the environment refuses). The same measure on
    sampled episodes (the recipe's temperature) is recorded beside it, with the share that make the one-step rule's
    choice and the share that repeat the previous call.
 5. A rejected build is written to `<out>-rejected` (to look at) and the command exits 1; an accepted one to `<out>`,
@@ -77,13 +78,13 @@ class BuildSettings:
     seed: int = 0  # the fine-tune's batches
     model_seed: int = 0  # the base tiny Qwen3's initialisation
     episodes_per_row: int = 8  # the teacher's episodes of each train row
-    steps: int = 1000
+    steps: int = 1500
     lr: float = 3e-3
     warmup_steps: int = 50
     batch_size: int = 8
     decision_weight: float = 1.0
     acceptance_rows: int = 32
-    acceptance_bar: float = 0.9
+    acceptance_bar: float = 0.9  # of the greedy valid calls that make the teacher's choice, and of the calls valid
     device: str = "cpu"  # the fine-tune's and the acceptance episodes' torch device ("cuda" on a GPU machine)
 
 
@@ -153,7 +154,10 @@ def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
                          "invalid_calls": float(np.mean([r["invalid_calls"] for r in records])),
                          "reward": float(np.mean([r["reward"] for r in records])),
                          "regret": float(np.mean([r["regret"] for r in records]))}
-    out["passed"] = out["greedy"]["follows_teacher"] >= settings.acceptance_bar
+    greedy = out["greedy"]
+    made = greedy["valid_calls"] + (greedy["invalid_calls"] + greedy["malformed_calls"]) * len(rows)
+    greedy["valid_share"] = greedy["valid_calls"] / made if made else 0.0
+    out["passed"] = min(greedy["follows_teacher"], greedy["valid_share"]) >= settings.acceptance_bar
     return out
 
 
@@ -281,9 +285,10 @@ def main(argv: list[str] | None = None) -> int:
             record = build(settings, out, command, overwrite=args.overwrite)
             print(json.dumps({"out": str(out), "acceptance": record["acceptance"]}, indent=2))
             if not record["acceptance"]["passed"]:
-                share = record["acceptance"]["greedy"]["follows_teacher"]
-                print(f"rejected: greedy calls made the teacher's choice in {share:.3f} of valid calls "
-                      f"(< {settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
+                greedy = record["acceptance"]["greedy"]
+                print(f"rejected: greedy calls made the teacher's choice in {greedy['follows_teacher']:.3f} of valid "
+                      f"calls and were valid in {greedy['valid_share']:.3f} of calls (each must reach "
+                      f"{settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
                 return 1
             return 0
         path = Path(args.path)

@@ -7,13 +7,16 @@ line's best entry in 0.11 to 0.28 of its calls (chance: ~0.2), the 4-layer one i
 
 The default tiny tokenizer spells the causal episode in byte pieces: the prompt alone (tool schemas, variables,
 data summary) is ~840 tokens, a 3-call episode ~1200. Here the BPE merges are learned from rendered causal
-episodes (`corpus`: seeded SCMs of 3 to 10 variables named in every style of `scm.names`, budgets 1 to 20, random
-calls, the Qwen3 chat template with the environment's tool schemas), after a pre-tokenizer that isolates every word
+episodes (`corpus`: seeded SCMs of 3 to 10 variables with random names, budgets 1 to 20, random calls, the Qwen3
+chat template with the environment's tool schemas), after a pre-tokenizer that isolates every word
 (any identifier but a JSON key: `X3`, `PKA`, `blood_pressure`, `gain`) and every number (`-1.5`, `+0.6`, `2.18`) as
 its own piece, with the space before it if there is one (`PIECES`). A name at the start of a line (an option:
-`PKA=3.0 gain 12 ...`) and in the call's JSON (`"variable": "PKA"`) is the same piece, and so is a value (`3.0`
-after `=` and after `"value": `), which is what copying them needs; a name the corpus has seen often is one token,
-another a few pieces; a number is one token. Elsewhere BPE merges freely.
+`PKA=3.0 gain 12 ...`) and in the call's JSON (`"variable": "PKA"`) is the same pieces, and so is a value (`3.0`
+after `=` and after `"value": `), which is what copying them needs. The corpus names its variables at random
+(`scm.names`, style "random"), so that no name is a token of its own: the first starting policy was built on a
+tokenizer whose corpus used the bundled names, where X1, PKA or yield were single tokens; it copied those and failed
+on the generated codes (2 or 3 pieces), calling a variable the SCM does not have in 53 of 192 greedy calls. Now every
+name is a few pieces in training as in use (`PKA`: 2), and a number one token. Elsewhere BPE merges freely.
 The default `tiny-qwen3` is untouched (the other recipes' measured results depend on it).
 
 Built deterministically into the cache (`STRICT_GRPO_CACHE/models/tiny-qwen3-causal-<fingerprint>-seed<N>`), the
@@ -64,7 +67,9 @@ def _episode_text(renderer, seed: int) -> str:
     d = int(rng.integers(3, 11))
     # linear SCMs only: the text is the same for both families, and a nonlinear SCM's numerical optimum (computed at
     # reset) would cost ~1 s per episode
-    scm = styled(random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear"), rng)
+    # random names (`scm.names`, style "random"): no name of the bundled styles or of a user's file becomes a token of
+    # its own, so every name is a few pieces, in training as in use, and copying one is one skill
+    scm = styled(random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear"), rng, style="random")
     row = scm_row(scm, seed=seed, budget=int(rng.integers(1, 21)))
     # the options' numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
     # the no-op surrogate's line, marginals only, has the same words)

@@ -9,7 +9,10 @@ is not tied to one naming scheme, one range or one direction: a user's file call
 * ``genes``: short protein and gene names (PKA, Raf, Erk, Tp53, ...);
 * ``words``: lower-case measured quantities (dose, rain, yield, blood_pressure, ...), Python keywords among them
   (`yield`, `return`): names are the user's, and a mechanism may read them;
-* ``codes``: short generated identifiers (v3, gk17, n_4, ...), which no tokenizer has seen whole.
+* ``codes``: short generated identifiers (v3, gk17, n_4, ...), which no tokenizer has seen whole;
+* ``random`` (not among `STYLES`, so no split draws it): identifiers of 1 to 12 random letters, digits and
+  underscores, what the causal tokenizer's merges are learned from (`training.tasks.causal.tiny_model`), so that no
+  name of any style is a token of its own and the policy learns to copy names piece by piece, whatever they are.
 
 `ranges(names, rng)`: per settable variable an interval with ends at one decimal: symmetric ([-3, 3], [-1.5, 1.5],
 [-5, 5]), shifted ([0, 4], [-1, 5]) or one per variable, drawn per SCM. `goal(rng)`: "min" one time in four.
@@ -40,9 +43,18 @@ def _code(rng: np.random.Generator) -> str:
     return f"{head}{'_' if rng.random() < 0.2 else ''}{int(rng.integers(0, 30))}"
 
 
+def _random_identifier(rng: np.random.Generator) -> str:
+    first = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    rest = first + "0123456789_"
+    return str(rng.choice(list(first))) + "".join(rng.choice(list(rest), size=int(rng.integers(0, 12))))
+
+
 def naming(d: int, rng: np.random.Generator, style: str | None = None) -> list[str]:
-    """d distinct names in `style` (drawn when None), the target's last."""
+    """d distinct names in `style` (drawn from `STYLES` when None), the target's last."""
     style = style or STYLES[int(rng.integers(len(STYLES)))]
+    if style == "random":
+        pool = sorted({_random_identifier(rng) for _ in range(4 * d)} - {"e", "pi"} - set(keyword.kwlist))
+        return [str(pool[i]) for i in rng.choice(len(pool), size=d, replace=False)]
     if style == "indexed":
         return [*(f"X{i + 1}" for i in range(d - 1)), "Y"]
     if style == "letters":
