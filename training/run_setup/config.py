@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -11,6 +12,8 @@ from trl.trainer.utils import get_config_model_id
 
 from training.algorithms.advantages import ESTIMATORS
 from training.errors import BadInputError
+from training.run_setup.precision import check_environment as check_precision_environment
+from training.run_setup.precision import resolved_bf16
 
 
 class ConfigError(BadInputError):
@@ -38,7 +41,9 @@ class StrictGRPOConfig(GRPOConfig):
         metadata={
             "help": "bf16 mixed precision. None (default): on when a CUDA GPU is used and `fp16` is off, off on CPU, "
             "where TRL would turn it on too: bf16 autocast on CPU makes the trainer's log-probs differ from the fp32 "
-            "sampler's by ~1e-3 (a PPO ratio that is not 1 on the first pass) and runs several times slower."
+            "sampler's by ~1e-3 (a PPO ratio that is not 1 on the first pass) and runs several times slower. The "
+            "recipe's bf16/fp16 are the run's one source of precision: an ACCELERATE_MIXED_PRECISION that asks for "
+            "another is refused (training/run_setup/precision.py)."
         },
     )
     overwrite_output_dir: bool = field(
@@ -294,8 +299,9 @@ class StrictGRPOConfig(GRPOConfig):
 
     def __post_init__(self):
         self.validate()
-        if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
-            self.bf16 = False
+        on_cpu = self.use_cpu or os.environ.get("ACCELERATE_USE_CPU", "false").lower() in ("1", "true", "yes")
+        self.bf16 = resolved_bf16(self.bf16, self.fp16, on_cpu, torch.cuda.is_available)
+        check_precision_environment(self.bf16, self.fp16)  # before transformers takes ACCELERATE_MIXED_PRECISION
         try:
             super().__post_init__()
         except ValueError as err:  # TRL's and transformers' own checks: bad configuration too
