@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,24 @@ def test_every_launcher_refuses_an_environment_asking_for_another_precision(name
     assert agreeing.returncode == 0 and " --mixed_precision bf16 " in command_line(agreeing)
 
 
+def test_the_gpu_launchers_command_trains_a_bf16_false_recipe_without_autocast(tmp_path):
+    """The single-GPU config says `mixed_precision: bf16`; the command the GPU launcher prints passes the recipe's
+    `no`, and run as printed (on CPU here: the recipe says use_cpu) the loss forward runs without autocast."""
+    out = tmp_path / "out"
+    proc = launcher("launch_gpu.sh", "--dry-run", "--num-processes", "1", "--recipe", "recipes/tiny_cpu.yaml",
+                    "--max_steps", "1", "--warm_start_steps", "0", "--heldout_max_samples", "4",
+                    "--per_device_train_batch_size", "8", "--strict_health", "false", "--output_dir", str(out))
+    cmd = shlex.split(command_line(proc))
+    assert cmd[:5] == ["accelerate", "launch", "--config_file", "accelerate_configs/single_gpu.yaml", "--num_processes"]
+    trained = run(cmd, timeout=300)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    precision = json.loads((out / "run_summary.json").read_text())["precision"]
+    assert precision["environment"] == {"ACCELERATE_MIXED_PRECISION": "no"}
+    assert precision["accelerator_mixed_precision"] == "no"
+    assert precision["loss_forward"] == {"autocast_dtype": None, "device": "cpu", "hidden_dtype": "float32"}
+    assert precision["weights_dtype"] == {"frozen": ["float32"], "trainable": ["float32"]}
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
 @pytest.mark.parametrize("name", ["launch_gpu.sh", "launch_deepspeed.sh", "vllm_server.sh"])
 def test_gpu_launcher_without_gpu_prints_command_and_says_so(name):
@@ -205,7 +224,11 @@ def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
     assert (out / "adapter_model.safetensors").exists()
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines if '"loss"' in line] == [1, 2]
+    # the recipe's fp32 reached accelerate and was in force: no autocast in the loss forward or the sampler
     assert "Command: accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 1 --mixed_precision no " in log
+    precision = summary["precision"]
+    assert precision["accelerator_mixed_precision"] == "no" and precision["recipe"]["bf16"] is False
+    assert precision["loss_forward"]["autocast_dtype"] is None and precision["no_grad_forward"]["autocast_dtype"] is None
 
 
 def test_the_launchers_export_what_training_flags_prints_with_one_source_of_defaults():

@@ -63,6 +63,7 @@ from training.step.callbacks import (
 )
 from training.step.diagnostics import rss_mb, timed
 from training.step.health import HealthMonitorCallback
+from training.step.precision_probe import PrecisionProbe
 
 FEATURE_STATE_FILE = run_files.FEATURE_STATE
 
@@ -115,6 +116,9 @@ class StrictGRPOTrainer(GRPOTrainer):
         self._round: _Round | None = None
         self._loss: _LossPass | None = None
         train_metrics = self._metrics["train"]
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        self.precision_probe = PrecisionProbe()
+        self.precision_probe.attach(unwrapped)
 
         self.record = RecordAtSample(self.flags.ppo_record_at_sample, args.logp_check_steps,
                                      args.logp_diff_warn_threshold)
@@ -129,7 +133,6 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.reward_checks = RewardChecks(self.reward_funcs, args.judge_kwargs, judge_settings,
                                           args.reward_magnitude_limit, args.strict_health)
         self.zero_std = ZeroStdWatch(args.zero_std_warn_threshold, args.zero_std_warn_steps, args.dynamic_sampling)
-        unwrapped = self.accelerator.unwrap_model(self.model)
         self.value = ValueHeadFeature(args, unwrapped, self.accelerator, self.beta,
                                       self.is_deepspeed_enabled or self.is_fsdp_enabled, self.num_generations)
         self.heldout = HeldoutEvaluation(self, heldout_rows or [])
