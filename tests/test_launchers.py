@@ -229,6 +229,7 @@ def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
     precision = summary["precision"]
     assert precision["accelerator_mixed_precision"] == "no" and precision["recipe"]["bf16"] is False
     assert precision["loss_forward"]["autocast_dtype"] is None and precision["no_grad_forward"]["autocast_dtype"] is None
+    assert summary["sampler_gap"]["check_every"] == 0 and summary["sampler_gap"]["measured_steps"] == 0
 
 
 def test_the_launchers_export_what_training_flags_prints_with_one_source_of_defaults():

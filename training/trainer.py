@@ -64,6 +64,7 @@ from training.step.callbacks import (
 from training.step.diagnostics import rss_mb, timed
 from training.step.health import HealthMonitorCallback
 from training.step.precision_probe import PrecisionProbe
+from training.step.sampler_gap import gap_plan, run_precision, sampler_name
 
 FEATURE_STATE_FILE = run_files.FEATURE_STATE
 
@@ -120,8 +121,10 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.precision_probe = PrecisionProbe()
         self.precision_probe.attach(unwrapped)
 
-        self.record = RecordAtSample(self.flags.ppo_record_at_sample, args.logp_check_steps,
-                                     args.logp_diff_warn_threshold)
+        sampler = sampler_name(self.use_vllm, args.vllm_mode, self.use_transformers_continuous_batching)
+        gap = gap_plan(args.logp_check_steps, args.logp_diff_warn_threshold, self.accelerator.device.type,
+                       run_precision(self.accelerator.mixed_precision, unwrapped), sampler)
+        self.record = RecordAtSample(self.flags.ppo_record_at_sample, gap)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
         self.call_credit = CallCredit(args.call_credit)
