@@ -230,6 +230,7 @@ def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
     assert precision["accelerator_mixed_precision"] == "no" and precision["recipe"]["bf16"] is False
     assert precision["loss_forward"]["autocast_dtype"] is None and precision["no_grad_forward"]["autocast_dtype"] is None
     assert summary["sampler_gap"]["check_every"] == 0 and summary["sampler_gap"]["measured_steps"] == 0
+    assert summary["gpu_memory"] is None  # not on CUDA
 
 
 def test_the_launchers_export_what_training_flags_prints_with_one_source_of_defaults():

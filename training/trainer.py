@@ -17,7 +17,7 @@ batch (keys in training/algorithms/trajectory.py), never on the trainer.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
                  same clipping. After the step, callbacks sync the reference adapter and check the value head moved.
     logging      `log`: memory and the reference sync count join the log; the health detectors run on it (a strict
-                 stop raises here, after the line is written).
+                 stop raises here, after the line is written). On CUDA a callback adds each step's peak GPU memory.
     checkpoints  `save_model`, `_save_checkpoint`, `_load_from_checkpoint`: the value head, the features' state, the
                  reference adapter.
 """
@@ -62,6 +62,7 @@ from training.step.callbacks import (
     WallTimeGuardCallback,
 )
 from training.step.diagnostics import rss_mb, timed
+from training.step.gpu_memory import gpu_memory_callback
 from training.step.health import HealthMonitorCallback
 from training.step.precision_probe import PrecisionProbe
 from training.step.sampler_gap import gap_plan, run_precision, sampler_name
@@ -146,6 +147,9 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.wall_time_guard = WallTimeGuardCallback(args.max_wall_time_s)
         self.add_callback(self.wall_time_guard)
         self.add_callback(OptimizerTimingCallback(train_metrics))
+        gpu_memory = gpu_memory_callback(train_metrics, self.accelerator.device)
+        if gpu_memory is not None:  # before the held-out evaluation: a step's peak is the step's own
+            self.add_callback(gpu_memory)
         if self.heldout.rows and args.heldout_eval_steps:
             self.add_callback(HeldoutEvalCallback(self.heldout, args.heldout_eval_steps))
         sync_callback = self.reference.attach(unwrapped, self.accelerator, train_metrics)

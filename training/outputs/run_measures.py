@@ -1,12 +1,13 @@
-"""What `run_summary.json` says about the run's numerics: the precision in force and the sampler/trainer log-prob gap
-over the whole run. The gap is read from `metrics.jsonl`, which holds every step of the run (a resumed run's earlier
-attempts included)."""
+"""What `run_summary.json` says about the run's numerics: the precision in force, the sampler/trainer log-prob gap
+over the whole run, and the peak GPU memory. The gap and the memory are read from `metrics.jsonl`, which holds every
+step of the run (a resumed run's earlier attempts included)."""
 
 from __future__ import annotations
 
 import os
 
 from training.run_setup.precision import ENV
+from training.step.gpu_memory import ALLOCATED, RESERVED
 
 
 def precision_in_force(trainer, training_args, model_args) -> dict:
@@ -32,3 +33,12 @@ def sampler_gap(rows: list[dict], plan: dict | None) -> dict:
         "logp_abs_diff_max": max((r["sampling/logp_abs_diff_max"] for r in measured), default=None),
         "steps_above_normal": sum(1 for r in measured if r.get("sampling/logp_gap_above_normal")),
     }
+
+
+def gpu_memory(rows: list[dict]) -> dict | None:
+    """The run's peak GPU memory in MiB (the largest step peak), or None for a run that logged none (not on CUDA)."""
+    allocated = [r[ALLOCATED] for r in rows if ALLOCATED in r]
+    if not allocated:
+        return None
+    return {"peak_allocated_mb": max(allocated), "peak_reserved_mb": max(r[RESERVED] for r in rows if RESERVED in r),
+            "steps": len(allocated)}

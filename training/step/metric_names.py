@@ -45,6 +45,8 @@ CONTRACT: dict[str, str] = {
     "timing/loss_s": "always",
     "timing/optimizer_s": "always",
     "memory/rss_mb": "always",
+    "memory/gpu_peak_allocated_mb": "on CUDA (training/step/gpu_memory.py)",
+    "memory/gpu_peak_reserved_mb": "on CUDA (training/step/gpu_memory.py)",
     # reward checks (training/features/reward_checks.py)
     "rewards/nan_count": "always",
     "rewards/nonfinite_count": "always",
