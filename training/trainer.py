@@ -347,6 +347,8 @@ class StrictGRPOTrainer(GRPOTrainer):
                 self._save(output_dir)
         else:
             super().save_model(output_dir, _internal_call)
+        # under ZeRO-3 transformers' save leaves the frozen reference adapter out (training/features/reference.py)
+        self.reference.save_partitioned(output_dir or self.args.output_dir, self.args.should_save)
         if self.value.enabled and self.args.should_save:
             self.value.save(output_dir or self.args.output_dir)
 
