@@ -300,12 +300,12 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         "heldout_change": [c.as_json() for c in changes],
         "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
-    if trainer.accelerator.is_main_process:  # numerics: precision in force, sampler gap, GPU memory (whole run)
+    if trainer.accelerator.is_main_process:
+        # numerics: the precision in force, the sampler gap and the peak GPU memory over the whole run
         step_rows = [row for row in read_metrics(out) if "loss" in row]
         gap_plan = trainer.record.gap.as_json() if isinstance(trainer, StrictGRPOTrainer) else None
         summary.update(precision=precision_in_force(trainer, training_args, model_args),
                        sampler_gap=sampler_gap(step_rows, gap_plan), gpu_memory=gpu_memory(step_rows))
-    if trainer.accelerator.is_main_process:
         with disk_full_named(out, run_files.RUN_SUMMARY):
             write_run_summary(training_args.output_dir, summary)
         with disk_full_named(out, run_files.REWARD_CURVE):
