@@ -1,6 +1,7 @@
 # Shared by the launchers (sourced, not run). Each launcher: `set -euo pipefail`, then
 #   parse_launcher_args "$@"   -> LAUNCHER_* options, EXTRA_ARGS (passed through to training.train)
 #   export_strict_flags        -> safe defaults for unset flags, validated once in Python, printed
+#   recipe_mixed_precision ... -> MIXED_PRECISION: the recipe's precision, for `accelerate launch --mixed_precision`
 #   run_command CMD...          -> prints the command; runs it unless dry-run
 # Environment: PYTHON (default python), ACCELERATE (default accelerate), DRY_RUN=1 (same as --dry-run).
 
@@ -44,6 +45,17 @@ export_strict_flags() {
     eval "$exports"
     echo "Strict flags in force:"
     echo "$exports" | sed 's/^export /  /'
+}
+
+# Sets MIXED_PRECISION to the recipe's precision ('no', 'bf16' or 'fp16', from its bf16/fp16 and the training args
+# given; training/run_setup/precision.py) for `accelerate launch --mixed_precision`: the recipe is the run's one source
+# of precision, whatever the accelerate config file says. An ACCELERATE_MIXED_PRECISION in the environment that asks
+# for another precision is refused (exit 2, naming it). Arguments: [--launch-on-cpu] --config RECIPE [TRAINING ARGS].
+recipe_mixed_precision() {
+    if ! MIXED_PRECISION="$(cd "$REPO_ROOT" && "$PYTHON" -m training.run_setup.precision "$@")"; then
+        exit 2  # the reason is the `error:` line above
+    fi
+    echo "Precision from the recipe: accelerate launch --mixed_precision $MIXED_PRECISION"
 }
 
 # Sets GPU_COUNT to the number of CUDA devices torch sees (one Python start, done at most once).

@@ -16,6 +16,8 @@ USAGE
 
 parse_launcher_args "$@"
 export_strict_flags
+RECIPE="${LAUNCHER_RECIPE:-recipes/tiny_cpu.yaml}"
+recipe_mixed_precision --launch-on-cpu --config "$RECIPE" "${EXTRA_ARGS[@]}"
 CMD=("$ACCELERATE" launch --config_file accelerate_configs/cpu.yaml --num_processes "${LAUNCHER_NUM_PROCESSES:-1}"
-    -m training.train --config "${LAUNCHER_RECIPE:-recipes/tiny_cpu.yaml}" "${EXTRA_ARGS[@]}")
+    --mixed_precision "$MIXED_PRECISION" -m training.train --config "$RECIPE" "${EXTRA_ARGS[@]}")
 run_command "${CMD[@]}"

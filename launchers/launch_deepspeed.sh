@@ -23,8 +23,10 @@ esac
 export_strict_flags
 default_processes_to_gpus
 echo "DeepSpeed ZeRO stage $ZERO on $LAUNCHER_NUM_PROCESSES process(es)"
+RECIPE="${LAUNCHER_RECIPE:-recipes/qwen3_0.6b_lora.yaml}"
+recipe_mixed_precision --config "$RECIPE" "${EXTRA_ARGS[@]}"
 CMD=("$ACCELERATE" launch --config_file "accelerate_configs/deepspeed_zero${ZERO}.yaml"
-    --num_processes "$LAUNCHER_NUM_PROCESSES"
-    -m training.train --config "${LAUNCHER_RECIPE:-recipes/qwen3_0.6b_lora.yaml}" "${EXTRA_ARGS[@]}")
+    --num_processes "$LAUNCHER_NUM_PROCESSES" --mixed_precision "$MIXED_PRECISION"
+    -m training.train --config "$RECIPE" "${EXTRA_ARGS[@]}")
 refuse_without_gpu "${CMD[@]}"
 run_command "${CMD[@]}"

@@ -19,7 +19,9 @@ export_strict_flags
 default_processes_to_gpus
 CONFIG=accelerate_configs/single_gpu.yaml
 ((LAUNCHER_NUM_PROCESSES > 1)) && CONFIG=accelerate_configs/multi_gpu.yaml
+RECIPE="${LAUNCHER_RECIPE:-recipes/qwen3_0.6b_lora.yaml}"
+recipe_mixed_precision --config "$RECIPE" "${EXTRA_ARGS[@]}"
 CMD=("$ACCELERATE" launch --config_file "$CONFIG" --num_processes "$LAUNCHER_NUM_PROCESSES"
-    -m training.train --config "${LAUNCHER_RECIPE:-recipes/qwen3_0.6b_lora.yaml}" "${EXTRA_ARGS[@]}")
+    --mixed_precision "$MIXED_PRECISION" -m training.train --config "$RECIPE" "${EXTRA_ARGS[@]}")
 refuse_without_gpu "${CMD[@]}"
 run_command "${CMD[@]}"

@@ -405,3 +405,17 @@ def test_bad_causal_heldout_row_is_named_with_the_heldout_file(tmp_path, monkeyp
     line = cli_error(monkeypatch, capsys, tmp_path / "o", "--train_file", str(train_data), "--heldout_file",
                      str(heldout), recipe=CAUSAL_RECIPE)
     assert line.startswith(f"error: {heldout}: row 1: ") and "variable Z's mechanism 'X / (X - X)'" in line
+
+
+@pytest.mark.parametrize(("env", "argv", "named"), [
+    ("bf16", [], "ACCELERATE_MIXED_PRECISION='bf16' asks for another precision than the recipe's (bf16: false"),
+    ("fp16", ["--bf16", "true"], "ACCELERATE_MIXED_PRECISION='fp16' asks for another precision than the recipe's (bf16: true"),
+])  # fmt: skip
+def test_an_environment_asking_for_another_precision_than_the_recipe_is_named(tmp_path, monkeypatch, capsys, env,
+                                                                               argv, named):
+    """`accelerate launch` exports ACCELERATE_MIXED_PRECISION from its config; transformers would take it behind a
+    `bf16: false` recipe (bf16 autocast, a first PPO ratio that is not 1). Refused before the model loads."""
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", env)
+    monkeypatch.setattr(train, "resolve_model_path", lambda *a, **k: pytest.fail("bad input reached the model"))
+    line = cli_error(monkeypatch, capsys, tmp_path / "o", *argv)
+    assert named in line, line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -97,8 +98,8 @@ def command_line(proc: subprocess.CompletedProcess) -> str:
 def test_cpu_dry_run_command_passes_extra_args_through():
     proc = launcher("launch_cpu.sh", "--dry-run", "--max_steps", "3", "--output_dir", "runs/x y")
     assert command_line(proc) == (
-        "accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 1 -m training.train "
-        "--config recipes/tiny_cpu.yaml --max_steps 3 --output_dir runs/x\\ y"
+        "accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 1 --mixed_precision no "
+        "-m training.train --config recipes/tiny_cpu.yaml --max_steps 3 --output_dir runs/x\\ y"
     )
 
 
@@ -116,7 +117,8 @@ def test_dry_run_env_var_equals_option():
 
 def test_gpu_dry_run_commands():
     gpu = command_line(launcher("launch_gpu.sh", "--dry-run", "--num-processes", "4", "--max_steps", "5"))
-    assert gpu.startswith("accelerate launch --config_file accelerate_configs/multi_gpu.yaml --num_processes 4 ")
+    assert gpu.startswith("accelerate launch --config_file accelerate_configs/multi_gpu.yaml --num_processes 4 "
+                          "--mixed_precision bf16 ")  # the recipe's bf16: true, not the config file's
     assert gpu.endswith("-m training.train --config recipes/qwen3_0.6b_lora.yaml --max_steps 5")
     if torch.cuda.device_count() <= 1:  # default N = visible GPUs, at least 1: the single-GPU config
         single = command_line(launcher("launch_gpu.sh", "--dry-run"))
@@ -131,7 +133,7 @@ def test_deepspeed_stage_by_option_or_env():
     def config(*args, **env):
         return command_line(launcher("launch_deepspeed.sh", "--dry-run", "--num-processes", "2", *args, **env))
 
-    assert "--config_file accelerate_configs/deepspeed_zero2.yaml --num_processes 2 " in config()
+    assert "--config_file accelerate_configs/deepspeed_zero2.yaml --num_processes 2 --mixed_precision bf16 " in config()
     assert "--config_file accelerate_configs/deepspeed_zero3.yaml --num_processes 2 " in config("--zero", "3")
     assert "--config_file accelerate_configs/deepspeed_zero3.yaml --num_processes 2 " in config(ZERO_STAGE="3")
     proc = launcher("launch_deepspeed.sh", "--dry-run", "--zero", "1")
@@ -147,6 +149,57 @@ def test_vllm_server_command_on_dedicated_gpus():
     assert "vLLM server on GPU(s) 2,3" in proc.stdout
     bad = launcher("vllm_server.sh", "--dry-run", VLLM_GPUS="all")
     assert bad.returncode == 2 and "VLLM_GPUS='all'" in bad.stderr
+
+
+# ---- precision: the recipe's, passed to accelerate launch; another asked by the environment is refused --------------
+TRAINING_LAUNCHERS = ["launch_cpu.sh", "launch_gpu.sh", "launch_deepspeed.sh"]
+
+
+@pytest.mark.parametrize("name", TRAINING_LAUNCHERS)
+@pytest.mark.parametrize(("recipe", "extra", "precision"), [
+    ("recipes/tiny_cpu.yaml", (), "no"),                       # bf16: false
+    ("recipes/tiny_cpu.yaml", ("--bf16", "true"), "bf16"),     # the command line over the recipe
+    ("recipes/qwen3_0.6b_lora.yaml", (), "bf16"),              # bf16: true, whatever the config file says
+    ("recipes/qwen3_0.6b_lora.yaml", ("--bf16=false",), "no"),
+    ("recipes/causal_cpu.yaml", ("--bf16", "false", "--fp16", "true", "--use_cpu", "false"), "fp16"),
+])  # fmt: skip
+def test_every_launcher_passes_the_recipes_precision_to_accelerate(name, recipe, extra, precision):
+    proc = launcher(name, "--dry-run", "--num-processes", "2", "--recipe", recipe, *extra)
+    assert proc.returncode == 0, proc.stderr
+    cmd = command_line(proc)
+    assert f" --mixed_precision {precision} -m training.train --config {recipe}" in cmd
+    assert cmd.count("--mixed_precision") == 1
+    assert f"Precision from the recipe: accelerate launch --mixed_precision {precision}\n" in proc.stdout
+
+
+@pytest.mark.parametrize("name", TRAINING_LAUNCHERS)
+def test_every_launcher_refuses_an_environment_asking_for_another_precision(name):
+    proc = launcher(name, "--dry-run", "--recipe", "recipes/tiny_cpu.yaml", ACCELERATE_MIXED_PRECISION="bf16")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: ACCELERATE_MIXED_PRECISION='bf16' asks for another precision than the recipe's (bf16: false")
+    assert "Command:" not in proc.stdout  # nothing was (or would have been) started
+    agreeing = launcher(name, "--dry-run", "--recipe", "recipes/tiny_cpu.yaml", "--bf16", "true",
+                        ACCELERATE_MIXED_PRECISION="bf16")
+    assert agreeing.returncode == 0 and " --mixed_precision bf16 " in command_line(agreeing)
+
+
+def test_the_gpu_launchers_command_trains_a_bf16_false_recipe_without_autocast(tmp_path):
+    """The single-GPU config says `mixed_precision: bf16`; the command the GPU launcher prints passes the recipe's
+    `no`, and run as printed (on CPU here: the recipe says use_cpu) the loss forward runs without autocast."""
+    out = tmp_path / "out"
+    proc = launcher("launch_gpu.sh", "--dry-run", "--num-processes", "1", "--recipe", "recipes/tiny_cpu.yaml",
+                    "--max_steps", "1", "--warm_start_steps", "0", "--heldout_max_samples", "4",
+                    "--per_device_train_batch_size", "8", "--strict_health", "false", "--output_dir", str(out))
+    cmd = shlex.split(command_line(proc))
+    assert cmd[:5] == ["accelerate", "launch", "--config_file", "accelerate_configs/single_gpu.yaml", "--num_processes"]
+    trained = run(cmd, timeout=300)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    precision = json.loads((out / "run_summary.json").read_text())["precision"]
+    assert precision["environment"] == {"ACCELERATE_MIXED_PRECISION": "no"}
+    assert precision["accelerator_mixed_precision"] == "no"
+    assert precision["loss_forward"] == {"autocast_dtype": None, "device": "cpu", "hidden_dtype": "float32"}
+    assert precision["weights_dtype"] == {"frozen": ["float32"], "trainable": ["float32"]}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
@@ -171,6 +224,13 @@ def test_launch_cpu_trains_the_default_recipe(launched_cpu_run):
     assert (out / "adapter_model.safetensors").exists()
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines if '"loss"' in line] == [1, 2]
+    # the recipe's fp32 reached accelerate and was in force: no autocast in the loss forward or the sampler
+    assert "Command: accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 1 --mixed_precision no " in log
+    precision = summary["precision"]
+    assert precision["accelerator_mixed_precision"] == "no" and precision["recipe"]["bf16"] is False
+    assert precision["loss_forward"]["autocast_dtype"] is None and precision["no_grad_forward"]["autocast_dtype"] is None
+    assert summary["sampler_gap"]["check_every"] == 0 and summary["sampler_gap"]["measured_steps"] == 0
+    assert summary["gpu_memory"] is None  # not on CUDA
 
 
 def test_the_launchers_export_what_training_flags_prints_with_one_source_of_defaults():

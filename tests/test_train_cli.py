@@ -131,3 +131,20 @@ def test_killed_run_resumes_to_the_same_step_count(tmp_path):
     state = json.loads((out / "checkpoint-6" / "trainer_state.json").read_text())
     assert state["global_step"] == 6
     assert logged_steps() == [1, 2, 3, 4, 5, 6]  # one history: lines after the checkpoint were dropped on resume
+
+
+def test_the_issue_42_reproduction_is_refused_naming_the_environment_variable(tmp_path):
+    """The command that trained under bf16 autocast behind `bf16: false` (ratio/std 1.3e-3, logp gap 1e-3) now exits 2
+    with one `error:` line naming ACCELERATE_MIXED_PRECISION and the recipe's field, before any output is written."""
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "training.train", "--config", RECIPE, "--max_steps", "2", "--warm_start_steps", "0",
+         "--logp_check_steps", "1", "--output_dir", str(out)],
+        env={**os.environ, "ACCELERATE_MIXED_PRECISION": "bf16"}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ACCELERATE_MIXED_PRECISION='bf16' asks for another precision than the recipe's "
+                           "(bf16: false"), last
+    assert "Traceback" not in proc.stderr
+    assert not (out / "metrics.jsonl").exists()

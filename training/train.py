@@ -30,7 +30,8 @@ from training.outputs.fault_injection import fault_point
 from training.outputs.hub import RunInfo, dump_push_result, publish, take_push_request, write_local_model_card
 from training.outputs.run_lock import holding_output_dir
 from training.outputs.run_record import RunRecord
-from training.outputs.run_summary import library_versions, plot_reward_curve, write_run_summary
+from training.outputs.run_measures import gpu_memory, precision_in_force, sampler_gap
+from training.outputs.run_summary import library_versions, plot_reward_curve, read_metrics, write_run_summary
 from training.outputs.tracking import attach_tracking, finish_tracking
 from training.run_setup.config import StrictGRPOConfig, StrictScriptArguments
 from training.errors import bad_input_exits
@@ -300,6 +301,11 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
     }
     if trainer.accelerator.is_main_process:
+        # numerics: the precision in force, the sampler gap and the peak GPU memory over the whole run
+        step_rows = [row for row in read_metrics(out) if "loss" in row]
+        gap_plan = trainer.record.gap.as_json() if isinstance(trainer, StrictGRPOTrainer) else None
+        summary.update(precision=precision_in_force(trainer, training_args, model_args),
+                       sampler_gap=sampler_gap(step_rows, gap_plan), gpu_memory=gpu_memory(step_rows))
         with disk_full_named(out, run_files.RUN_SUMMARY):
             write_run_summary(training_args.output_dir, summary)
         with disk_full_named(out, run_files.REWARD_CURVE):

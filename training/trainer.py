@@ -17,7 +17,7 @@ batch (keys in training/algorithms/trajectory.py), never on the trainer.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
                  same clipping. After the step, callbacks sync the reference adapter and check the value head moved.
     logging      `log`: memory and the reference sync count join the log; the health detectors run on it (a strict
-                 stop raises here, after the line is written).
+                 stop raises here, after the line is written). On CUDA a callback adds each step's peak GPU memory.
     checkpoints  `save_model`, `_save_checkpoint`, `_load_from_checkpoint`: the value head, the features' state, the
                  reference adapter.
 """
@@ -62,7 +62,10 @@ from training.step.callbacks import (
     WallTimeGuardCallback,
 )
 from training.step.diagnostics import rss_mb, timed
+from training.step.gpu_memory import gpu_memory_callback
 from training.step.health import HealthMonitorCallback
+from training.step.precision_probe import PrecisionProbe
+from training.step.sampler_gap import gap_plan, run_precision, sampler_name
 
 FEATURE_STATE_FILE = run_files.FEATURE_STATE
 
@@ -115,9 +118,14 @@ class StrictGRPOTrainer(GRPOTrainer):
         self._round: _Round | None = None
         self._loss: _LossPass | None = None
         train_metrics = self._metrics["train"]
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        self.precision_probe = PrecisionProbe()
+        self.precision_probe.attach(unwrapped)
 
-        self.record = RecordAtSample(self.flags.ppo_record_at_sample, args.logp_check_steps,
-                                     args.logp_diff_warn_threshold)
+        sampler = sampler_name(self.use_vllm, args.vllm_mode, self.use_transformers_continuous_batching)
+        gap = gap_plan(args.logp_check_steps, args.logp_diff_warn_threshold, self.accelerator.device.type,
+                       run_precision(self.accelerator.mixed_precision, unwrapped), sampler)
+        self.record = RecordAtSample(self.flags.ppo_record_at_sample, gap)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
         self.call_credit = CallCredit(args.call_credit)
@@ -129,7 +137,6 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.reward_checks = RewardChecks(self.reward_funcs, args.judge_kwargs, judge_settings,
                                           args.reward_magnitude_limit, args.strict_health)
         self.zero_std = ZeroStdWatch(args.zero_std_warn_threshold, args.zero_std_warn_steps, args.dynamic_sampling)
-        unwrapped = self.accelerator.unwrap_model(self.model)
         self.value = ValueHeadFeature(args, unwrapped, self.accelerator, self.beta,
                                       self.is_deepspeed_enabled or self.is_fsdp_enabled, self.num_generations)
         self.heldout = HeldoutEvaluation(self, heldout_rows or [])
@@ -140,6 +147,9 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.wall_time_guard = WallTimeGuardCallback(args.max_wall_time_s)
         self.add_callback(self.wall_time_guard)
         self.add_callback(OptimizerTimingCallback(train_metrics))
+        gpu_memory = gpu_memory_callback(train_metrics, self.accelerator.device)
+        if gpu_memory is not None:  # before the held-out evaluation: a step's peak is the step's own
+            self.add_callback(gpu_memory)
         if self.heldout.rows and args.heldout_eval_steps:
             self.add_callback(HeldoutEvalCallback(self.heldout, args.heldout_eval_steps))
         sync_callback = self.reference.attach(unwrapped, self.accelerator, train_metrics)
@@ -337,6 +347,8 @@ class StrictGRPOTrainer(GRPOTrainer):
                 self._save(output_dir)
         else:
             super().save_model(output_dir, _internal_call)
+        # under ZeRO-3 transformers' save leaves the frozen reference adapter out (training/features/reference.py)
+        self.reference.save_partitioned(output_dir or self.args.output_dir, self.args.should_save)
         if self.value.enabled and self.args.should_save:
             self.value.save(output_dir or self.args.output_dir)
 

@@ -42,6 +42,7 @@ from training.outputs import run_files
 from training.outputs.git_state import git_state
 from training.errors import bad_input_exits
 from training.run_setup.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
+from training.run_setup.precision import launch_mixed_precision
 from training.sweeps.workflow_spec import Cell, Workflow, WorkflowError, check_recipe_keys, load_workflow
 
 RUN_FILE = run_files.WORKFLOW_RUN
@@ -121,12 +122,15 @@ def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: 
         if cell.baseline is not None:
             cmd += ["--baseline", cell.baseline]
         return cmd
+    config = workflow.launcher.get("accelerate_config", "accelerate_configs/cpu.yaml")
     cmd = [
         accelerate_executable(), "launch",
-        "--config_file", workflow.launcher.get("accelerate_config", "accelerate_configs/cpu.yaml"),
+        "--config_file", config,
         "--num_processes", str(workflow.launcher.get("num_processes", 1)),
         "--num_cpu_threads_per_process", str(threads),
         *(["--main_process_port", str(port)] if port is not None else []),
+        # the recipe's precision, whatever the accelerate config says (training/run_setup/precision.py)
+        "--mixed_precision", launch_mixed_precision(cell.recipe, on_cpu=config_uses_cpu(config)),
         "-m", "training.train", "--config", recipe,
     ]  # fmt: skip
     if state == "resume":
@@ -134,6 +138,12 @@ def cell_command(workflow: Workflow, cell: Cell, state: str = "fresh", threads: 
     elif state == "restart":
         cmd += ["--overwrite_output_dir", "true"]
     return cmd
+
+
+def config_uses_cpu(accelerate_config: str) -> bool:
+    """Whether an accelerate config file runs on CPU (`use_cpu: true`), which turns a recipe's `bf16: null` off."""
+    path = Path(accelerate_config)
+    return path.is_file() and bool((yaml.safe_load(path.read_text()) or {}).get("use_cpu"))
 
 
 def run_env(workflow: Workflow, threads: int) -> dict:

@@ -120,3 +120,32 @@ def test_reference_covers_modules_to_save_and_trainable_tokens(tiny_model_dir):
     assert count_differing(pairs) == len(pairs)
     sync_reference(pairs, 1.0)
     assert count_differing(pairs) == 0
+
+
+def test_restoring_the_reference_loads_its_own_tensors_and_refuses_a_policy_saved_as_reference(make_trainer, tmp_path):
+    """The DeepSpeed resume loads "ref/" itself (`restore(load_weights=True)`). A ZeRO-3 save used to write the policy
+    adapter there (transformers leaves frozen tensors out of the ZeRO-3 state dict; PEFT then fell back to the whole
+    dict): such a directory is refused by name, never loaded into the reference (or the policy)."""
+    from safetensors.torch import load_file, save_file
+
+    from training.errors import MissingPathError
+
+    trainer = make_trainer(max_steps=1, **SYNC)
+    trainer.save_model(str(tmp_path / "ckpt"))
+    saved = load_file(tmp_path / "ckpt" / REF_ADAPTER / "adapter_model.safetensors")
+    pairs = trainer.reference.pairs()
+    with torch.no_grad():
+        for _, _, ref in pairs:
+            ref.add_(1.0)  # the reference moves away from what was saved
+    trainer.reference.restore(str(tmp_path / "ckpt"), load_weights=True)
+    assert count_differing(pairs) == 0  # saved when ref == policy; the policy never moved
+    assert len(saved) == len(pairs)
+
+    bad = tmp_path / "bad"
+    (bad / REF_ADAPTER).mkdir(parents=True)
+    config = (tmp_path / "ckpt" / REF_ADAPTER / "adapter_config.json").read_text()
+    (bad / REF_ADAPTER / "adapter_config.json").write_text(config)
+    policy_named = {name: policy.detach().clone() for name, policy, _ in pairs}  # `...lora_A.default.weight`
+    save_file(policy_named, bad / REF_ADAPTER / "adapter_model.safetensors")
+    with pytest.raises(MissingPathError, match="holds the policy adapter's tensors"):
+        trainer.reference.restore(str(bad), load_weights=True)

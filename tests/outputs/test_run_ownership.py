@@ -252,6 +252,15 @@ def test_other_fields_need_acceptance_and_free_ones_do_not(tmp_path):
         check_resume_recipe(tmp_path, new, ["learnig_rate"])
 
 
+def test_a_run_recorded_before_the_log_prob_check_default_resumes_without_acceptance(tmp_path):
+    """`logp_check_steps` went from 0 to null (on by default where a gap can arise, issue 42): a diagnostic's cadence,
+    so a run recorded with the old default resumes with the new one, the change listed, not refused."""
+    recorded_run(tmp_path, learning_rate=0.003, logp_check_steps=0, logp_diff_warn_threshold=0.01)
+    new = {"learning_rate": 0.003, "logp_check_steps": None, "logp_diff_warn_threshold": None}
+    assert check_resume_recipe(tmp_path, new, None) == {
+        "logp_check_steps": {"from": 0, "to": None}, "logp_diff_warn_threshold": {"from": 0.01, "to": None}}
+
+
 def test_changed_data_under_the_same_file_name_is_refused(tmp_path):
     data = tmp_path / "train.jsonl"
     shutil.copy("data/larger_number/train.jsonl", data)

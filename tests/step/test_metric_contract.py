@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from judges.factories import exact_match_reward
+from tests.support.fake_cuda import fake_cuda
 from tests.support.tiny_trainer import length_reward
 from training.outputs.run_summary import read_metrics
+from training.step.gpu_memory import GpuMemoryCallback
 from training.step.metric_names import CONTRACT, contract
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_run_with_every_feature_on_logs_the_whole_contract(make_trainer):
+def test_a_run_with_every_feature_on_logs_the_whole_contract(make_trainer, monkeypatch):
     trainer = make_trainer(
         reward_funcs=[length_reward, exact_match_reward],
         judge_kwargs={"exact_match": {"reference_column": "answer"}},
@@ -21,6 +25,9 @@ def test_a_run_with_every_feature_on_logs_the_whole_contract(make_trainer):
         beta=0.04, sync_ref_model=True, ref_model_sync_steps=1,
         logp_check_steps=1, max_steps=2, strict_health=False,
     )
+    # the GPU memory a CUDA run logs, with torch.cuda's statistics faked on this CPU (tests/step/test_gpu_memory.py)
+    fake_cuda(monkeypatch, [100.0, 100.0])
+    trainer.add_callback(GpuMemoryCallback(trainer._metrics["train"], torch.device("cuda", 0)))
     trainer.train()
     logged = set().union(*(row for row in read_metrics(trainer.args.output_dir) if "loss" in row))
     expected = set(CONTRACT)  # the generic names; a task's are its own tests' (test_causal_training_smoke)

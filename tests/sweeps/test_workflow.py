@@ -190,3 +190,12 @@ def test_baselines_evaluations_of_trained_runs_and_seed_keys_expand_to_their_com
     assert again[3] == str(cells["trained-seed1"].run_dir)  # the run's own model, not the recipe's
     assert again[-2:] == ["--set", "heldout_max_samples=5"] and "--recipe" not in again
     assert cells["again-seed0"].config_hash != cells["again-seed1"].config_hash
+
+
+def test_each_run_is_launched_with_its_recipes_precision(tmp_path):
+    """The workflow launches `accelerate launch` itself: like the launchers, it passes the recipe's precision, not
+    the accelerate config's (training/run_setup/precision.py)."""
+    wf = load_workflow(write_workflow(tmp_path, variants={"fp32": {"overrides": {"bf16": False}},
+                                                          "bf16": {"overrides": {"bf16": True}}}))
+    precision = {cell.variant: (cmd := cell_command(wf, cell))[cmd.index("--mixed_precision") + 1] for cell in wf.cells}
+    assert precision == {"fp32": "no", "bf16": "bf16"}

@@ -6,7 +6,8 @@ With `PPO_RECORD_AT_SAMPLE=1`:
 - TRL's recompute forward for `old_per_token_logps` is answered from the recorded log-probs (one policy forward fewer
   per generation batch), and they are the old log-probs for every `num_iterations` and `steps_per_generation`.
 With `=0`, TRL's behaviour is kept. Either way the PPO ratio over the loss's tokens is logged as `ratio/*` from the
-loss's own forward, and every `logp_check_steps` generation batches one recompute measures `sampling/logp_abs_diff`.
+loss's own forward, and every `logp_check_steps` generation batches one recompute measures `sampling/logp_abs_diff`
+(on by default where a gap can arise: training/step/sampler_gap.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from training.algorithms.sampled_logprobs import recording_generate, sampled_token_logprobs
 from training.algorithms.trajectory import loss_mask
+from training.step.sampler_gap import GapPlan, gap_warning
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +50,15 @@ def recorded_logps_tensor(rows: list[list[float]], batch_size: int, width: int, 
 class RecordAtSample:
     """See the module docstring. `enabled` is `PPO_RECORD_AT_SAMPLE`."""
 
-    def __init__(self, enabled: bool, logp_check_steps: int, logp_diff_warn_threshold: float):
+    def __init__(self, enabled: bool, gap: GapPlan):
         self.enabled = enabled
-        self.logp_check_steps = logp_check_steps
-        self.logp_diff_warn_threshold = logp_diff_warn_threshold
+        self.gap = gap
         self.generation_batches_seen = 0
 
     @property
     def records(self) -> bool:
         """Whether the transformers sampler records log-probs (for the loss, or for the agreement check)."""
-        return self.enabled or self.logp_check_steps > 0
+        return self.enabled or self.gap.check_every > 0
 
     # ---- sampling --------------------------------------------------------------------------------------------------
     def sample_turn(
@@ -100,27 +101,28 @@ class RecordAtSample:
         if mode != "train":
             return False
         self.generation_batches_seen += 1
-        every = self.logp_check_steps
+        every = self.gap.check_every
         return bool(every) and (self.generation_batches_seen - 1) % every == 0
 
     def log_logp_gap(self, batch: dict, recomputed: torch.Tensor, metrics: dict) -> None:
-        """`sampling/logp_abs_diff` (mean) and `_max` between the recorded and the recomputed log-probs."""
+        """`sampling/logp_abs_diff` (mean) and `_max` between the recorded and the recomputed log-probs, and
+        `sampling/logp_gap_above_normal` (1.0, with a warning naming sampler, dtype and likely cause, when the mean is
+        above the precision's normal)."""
         sampled = batch.get("sampling_per_token_logps")
         if sampled is None:
-            raise RuntimeError("logp_check_steps is set but the generation batch has no sample-time log-probs")
+            raise RuntimeError("the log-prob check is due but the generation batch has no sample-time log-probs")
         mask = loss_mask(batch).bool() & ~torch.isnan(sampled)
+        if not mask.any():  # every token forced or unscorable: nothing was sampled that the loss reads
+            metrics["sampling/logp_check_empty"].append(1.0)
+            return
         gap = (sampled - recomputed).abs()[mask]
         mean_gap, max_gap = gap.mean().item(), gap.max().item()
+        above = mean_gap > self.gap.warn_above
         metrics["sampling/logp_abs_diff"].append(mean_gap)
         metrics["sampling/logp_abs_diff_max"].append(max_gap)
-        if mean_gap > self.logp_diff_warn_threshold:
-            logger.warning(
-                "sample-time and recomputed log-probs disagree: mean |diff| %.4g, max %.4g (threshold %.4g). Check "
-                "dtype, chat template, and that the sampler's weights are synced with the trainer's.",
-                mean_gap,
-                max_gap,
-                self.logp_diff_warn_threshold,
-            )
+        metrics["sampling/logp_gap_above_normal"].append(float(above))
+        if above:
+            logger.warning(gap_warning(self.gap, mean_gap, max_gap))
 
     # ---- the loss --------------------------------------------------------------------------------------------------
     def mask_unscorable(self, batch: dict, metrics: dict) -> None:

@@ -18,7 +18,8 @@ import os
 from collections.abc import Iterator
 
 import torch
-from peft import PeftModel
+from peft import PeftModel, set_peft_model_state_dict
+from peft.utils import load_peft_weights
 from transformers import TrainerCallback
 
 from training.errors import MissingPathError
@@ -212,15 +213,53 @@ class ReferenceAdapter:
         if self.syncs:
             logs["ref_sync/count"] = float(self.count)
 
+    def save_partitioned(self, output_dir: str, should_save: bool) -> None:
+        """Under ZeRO-3, write "ref/" from the reference adapter's own (gathered) tensors; a no-op otherwise.
+
+        transformers saves a PEFT model under ZeRO-3 from `_zero3_consolidated_16bit_state_dict(
+        exclude_frozen_parameters=True)`, which leaves the frozen reference out; PEFT, finding no "ref" tensor in it,
+        falls back to the whole state dict and wrote the *policy* adapter as "ref/". Every rank calls this (the
+        gather is collective); the main process writes."""
+        if not self.active:
+            return
+        pairs = self.pairs()
+        refs = [ref for _, _, ref in pairs]
+        if not any(is_partitioned(ref) for ref in refs):
+            return
+        with gathered(refs, modifier_rank=None):
+            state = {self._ref_name(name): ref.detach().clone().cpu() for name, _, ref in pairs}
+        if should_save:
+            self.model.save_pretrained(output_dir, selected_adapters=[REF_ADAPTER], state_dict=state)
+
+    def _ref_name(self, policy_name: str) -> str:
+        return ".".join(REF_ADAPTER if part == self.policy_adapter else part for part in policy_name.split("."))
+
     def restore(self, checkpoint: str, load_weights: bool = False) -> None:
         """After transformers restored every adapter saved in a sub-directory (ours: "ref/") on resume; with
         `load_weights`, load "ref/" here (transformers does that only in `_load_from_checkpoint`, which a DeepSpeed
-        resume skips)."""
+        resume skips), into the full tensors under ZeRO-3 (rank 0 writes, DeepSpeed re-partitions)."""
         if not self.active or REF_ADAPTER not in self.model.peft_config:
             return
-        if not os.path.isdir(os.path.join(checkpoint, REF_ADAPTER)):
+        path = os.path.join(checkpoint, REF_ADAPTER)
+        if not os.path.isdir(path):
             raise MissingPathError(f"checkpoint {checkpoint!r} has no reference adapter directory {REF_ADAPTER!r}/")
         if load_weights:
-            self.model.load_adapter(os.path.join(checkpoint, REF_ADAPTER), adapter_name=REF_ADAPTER)
+            self._load_weights(path)
         freeze_reference_adapter(self.model)
         self.model.set_adapter(self.policy_adapter)
+
+    def _load_weights(self, path: str) -> None:
+        weights = load_peft_weights(path, device="cpu")
+        named = [key for key in weights if self.policy_adapter in key.split(".")]
+        if named:  # written by the ZeRO-3 save before `save_partitioned`: the policy's tensors, not the reference's
+            raise MissingPathError(f"{path}: the saved reference adapter holds the policy adapter's tensors "
+                                   f"({named[0]!r}, ...): this checkpoint cannot restore the reference")
+        pairs = self.pairs()
+        with gathered([ref for _, _, ref in pairs]) as may_write:
+            if may_write:
+                result = set_peft_model_state_dict(self.model, weights, adapter_name=REF_ADAPTER)
+                expected = {self._ref_name(name) for name, _, _ in pairs}
+                missing = expected & set(result.missing_keys)
+                if missing or result.unexpected_keys:
+                    raise ReferenceSyncError(f"{path}: reference adapter tensors missing {sorted(missing)[:3]}, "
+                                             f"unexpected {sorted(result.unexpected_keys)[:3]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -11,6 +12,8 @@ from trl.trainer.utils import get_config_model_id
 
 from training.algorithms.advantages import ESTIMATORS
 from training.errors import BadInputError
+from training.run_setup.precision import check_environment as check_precision_environment
+from training.run_setup.precision import resolved_bf16
 
 
 class ConfigError(BadInputError):
@@ -38,7 +41,9 @@ class StrictGRPOConfig(GRPOConfig):
         metadata={
             "help": "bf16 mixed precision. None (default): on when a CUDA GPU is used and `fp16` is off, off on CPU, "
             "where TRL would turn it on too: bf16 autocast on CPU makes the trainer's log-probs differ from the fp32 "
-            "sampler's by ~1e-3 (a PPO ratio that is not 1 on the first pass) and runs several times slower."
+            "sampler's by ~1e-3 (a PPO ratio that is not 1 on the first pass) and runs several times slower. The "
+            "recipe's bf16/fp16 are the run's one source of precision: an ACCELERATE_MIXED_PRECISION that asks for "
+            "another is refused (training/run_setup/precision.py)."
         },
     )
     overwrite_output_dir: bool = field(
@@ -60,18 +65,22 @@ class StrictGRPOConfig(GRPOConfig):
             "(model, LoRA shape, rewards, data) are refused anyway."
         },
     )
-    logp_check_steps: int = field(
-        default=0,
+    logp_check_steps: int | None = field(
+        default=None,
         metadata={
             "help": "Every this many generation batches, recompute the sampled tokens' log-probs once with the "
-            "trainer's forward pass and log `sampling/logp_abs_diff` against the sample-time ones. 0 disables."
+            "trainer's forward pass and log `sampling/logp_abs_diff` (mean) and `sampling/logp_abs_diff_max` against "
+            "the sample-time ones. None (default): every 10 in any run that can have a gap (on CUDA, in bf16/fp16, "
+            "with vLLM), never in a float32 CPU run with the transformers sampler (training/step/sampler_gap.py). "
+            "0 disables."
         },
     )
-    logp_diff_warn_threshold: float = field(
-        default=1e-2,
+    logp_diff_warn_threshold: float | None = field(
+        default=None,
         metadata={
-            "help": "Warn when the mean |sample-time - recomputed| log-prob gap exceeds this: sampler and trainer "
-            "disagree (dtype, chat template, weights not synced to vLLM)."
+            "help": "Warn (and log `sampling/logp_gap_above_normal` = 1) when the mean |sample-time - recomputed| "
+            "log-prob gap exceeds this. None (default): the run's precision's normal (float32 1e-4, bfloat16 1e-2, "
+            "float16 2e-3)."
         },
     )
     heldout_eval_steps: int = field(
@@ -294,8 +303,9 @@ class StrictGRPOConfig(GRPOConfig):
 
     def __post_init__(self):
         self.validate()
-        if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
-            self.bf16 = False
+        on_cpu = self.use_cpu or os.environ.get("ACCELERATE_USE_CPU", "false").lower() in ("1", "true", "yes")
+        self.bf16 = resolved_bf16(self.bf16, self.fp16, on_cpu, torch.cuda.is_available)
+        check_precision_environment(self.bf16, self.fp16)  # before transformers takes ACCELERATE_MIXED_PRECISION
         try:
             super().__post_init__()
         except ValueError as err:  # TRL's and transformers' own checks: bad configuration too
@@ -343,7 +353,11 @@ class StrictGRPOConfig(GRPOConfig):
         check_int("heldout_max_samples", self.heldout_max_samples, 1)
         check_int("heldout_samples_per_prompt", self.heldout_samples_per_prompt, 1)
         check_int("heldout_eval_steps", self.heldout_eval_steps, 0)
-        check_int("logp_check_steps", self.logp_check_steps, 0)
+        if self.logp_check_steps is not None:
+            check_int("logp_check_steps", self.logp_check_steps, 0)
+        if self.logp_diff_warn_threshold is not None:
+            check_range("logp_diff_warn_threshold", self.logp_diff_warn_threshold, "a finite number > 0, or None",
+                        lambda v: 0 < v < math.inf)
         check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1)
         check_int("max_tool_calls_per_episode", self.max_tool_calls_per_episode, 1)
         check_range("vf_coef", self.vf_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)

@@ -22,7 +22,7 @@ import re
 
 import torch
 from peft import TaskType
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
 from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK, get_available_reporting_integrations
 from trl import get_peft_config
 
@@ -147,6 +147,18 @@ def check_recipe_fields(script_args, training_args, model_args) -> None:
     check_training_fields(training_args)
 
 
+def module_tree(config) -> torch.nn.Module:
+    """The causal-LM class of `config`, built on the meta device: its modules' names and types, no weights.
+
+    The class is called directly, not through `AutoModelForCausalLM.from_config`: under DeepSpeed ZeRO-3 (configured
+    as soon as the training arguments exist, `is_deepspeed_zero3_enabled()`), `from_config` builds the model inside
+    `deepspeed.zero.Init` and then initialises its weights gathered on rank 0, which copies out of the meta tensors
+    this check creates ("Cannot copy out of meta tensor"). Nothing here needs weights, partitioned or not."""
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    with torch.device("meta"):
+        return model_class(config)
+
+
 def check_lora_targets(model_args, model_path: str) -> None:
     """Every `lora_target_modules` entry names a module of the model (PEFT says so only once it wraps the loaded
     model). The model is built from its config on the meta device: no weights are read or allocated."""
@@ -157,8 +169,7 @@ def check_lora_targets(model_args, model_path: str) -> None:
         config = AutoConfig.from_pretrained(model_path)
     except OSError:  # a hub id with no hub in reach: from_pretrained will say so when it loads the model
         return
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+    model = module_tree(config)
     names = [name for name, _ in model.named_modules()]
     if isinstance(targets, str):  # PEFT matches a single string as a regular expression on the full module name
         missing = [] if any(re.fullmatch(targets, n) for n in names) else [targets]

@@ -4,7 +4,7 @@ resume compares the new one with it before any work.
 - Fields that cannot change (`FIXED`: the model, the LoRA shape, the reward functions, the data and its content):
   refused, naming each field; such a change is another run (another `--output_dir`).
 - Fields that may change (`FREE`: `max_steps`, `max_wall_time_s`, logging, saving, tracking, pushing, the output
-  directory): applied, and listed in the attempt's `recipe_changes`.
+  directory, the log-prob check's cadence): applied, and listed in the attempt's `recipe_changes`.
 - Every other field (learning rate, schedule, seeds, batch shape, sampling, loss, ...): refused unless named in
   `--accept_recipe_changes`; then applied for the remaining steps and listed in the attempt's `recipe_changes`.
   transformers restores the optimizer's and the scheduler's state from the checkpoint, which holds the old learning
@@ -46,6 +46,7 @@ FREE = frozenset({
     "hub_revision", "push_dry_run", "push_merged_weights", "dataloader_num_workers", "dataloader_pin_memory",
     "dataloader_persistent_workers", "dataloader_prefetch_factor", "skip_memory_metrics", "ddp_timeout",
     "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
+    "logp_check_steps", "logp_diff_warn_threshold",  # a diagnostic's cadence and threshold (training/step/sampler_gap.py)
 })  # fmt: skip
 # How this attempt was asked for, not what it trains: never compared.
 NOT_COMPARED = frozenset({"resume_from_checkpoint", "accept_recipe_changes", "overwrite_output_dir", "local_rank"})

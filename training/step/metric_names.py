@@ -22,7 +22,11 @@ CONTRACT: dict[str, str] = {
     "ratio/std": "a micro-batch has tokens in the loss",
     "ratio/min": "a micro-batch has tokens in the loss",
     "ratio/max": "a micro-batch has tokens in the loss",
-    "sampling/logp_abs_diff": "logp_check_steps > 0, on the generation batches it measures",
+    # the sampler/trainer gap (training/step/sampler_gap.py): by default every 10 generation batches on CUDA, in
+    # bf16/fp16 or with vLLM; every `logp_check_steps` when set
+    "sampling/logp_abs_diff": "on the generation batches the log-prob check measures",
+    "sampling/logp_abs_diff_max": "on the generation batches the log-prob check measures",
+    "sampling/logp_gap_above_normal": "on the generation batches the log-prob check measures",
     # forcing (training/features/forcing.py)
     "forced/rl_fraction": "always",
     "forced/assist_fraction": "always",
@@ -41,6 +45,8 @@ CONTRACT: dict[str, str] = {
     "timing/loss_s": "always",
     "timing/optimizer_s": "always",
     "memory/rss_mb": "always",
+    "memory/gpu_peak_allocated_mb": "on CUDA (training/step/gpu_memory.py)",
+    "memory/gpu_peak_reserved_mb": "on CUDA (training/step/gpu_memory.py)",
     # reward checks (training/features/reward_checks.py)
     "rewards/nan_count": "always",
     "rewards/nonfinite_count": "always",
