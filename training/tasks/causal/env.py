@@ -30,8 +30,9 @@ sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL
 budget, a short summary of the initial rows (the sample correlation of the target with every other variable,
 `data_summary`) and the options (`belief.py`).
 
-`episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics and
-`surrogate/updates`; the trainer logs their batch means (training/features/environment_metrics.py).
+`episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics,
+`surrogate/updates`, the calls accepted (`tools/valid_calls`) and refused by kind (`tools/refused/<kind>`); the trainer
+logs their batch means (training/features/environment_metrics.py), and `health/no_valid_calls` reads the last two.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from training.tasks.causal.evaluate_options import add_options
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policy_episodes import supported_policies
 from training.tasks.causal.results import summary_table
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE, split_rows
 
 
 def evaluate_argv(args: argparse.Namespace, options: list[argparse.Action], baseline: str, out: Path) -> list[str]:
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     runs, seconds = [], {}
     with bad_input_exits(), tempfile.TemporaryDirectory() as scratch:
         root = Path(args.out) if args.out else Path(scratch)
-        for name in supported_policies(args.policies, args.surrogate or CausalEnv.surrogate_kind):
+        largest = max(int(r["n_vars"]) for r in split_rows(args.split, args.scm)[0])
+        for name in supported_policies(args.policies, args.surrogate or CausalEnv.surrogate_kind, largest):
             started = time.perf_counter()
             summary = evaluate(evaluate_argv(args, episodes._group_actions, name, root / name))
             runs.append((name, [e.extra for e in read_episodes(root / name)]))

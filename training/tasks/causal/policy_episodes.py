@@ -63,11 +63,14 @@ def episode_record(record, row: dict, row_index: int, episode: int, policy: str,
 
 
 LOOKAHEAD_POLICIES = ("greedy_eig",)  # score every candidate by the surrogate's batched `what_if_many`
+PLANNING_POLICIES = ("rollout",)  # about 24 x the calls left one-step evaluations a call
+PLANNING_MAX_VARS = 8  # above, a planning policy is left out by default (0.6 s a one-step evaluation at 10 variables)
 
 
-def supported_policies(given: str | None, surrogate: str) -> list[str]:
-    """The policies to run: `given` (comma-separated) or, by default, every policy the surrogate supports (said on
-    stdout when one is left out); refused, naming it, a given policy unknown or one the surrogate cannot run."""
+def supported_policies(given: str | None, surrogate: str, n_vars: int = 0) -> list[str]:
+    """The policies to run: `given` (comma-separated) or, by default, every policy the surrogate supports on SCMs of
+    up to `n_vars` variables in reasonable time (said on stdout when one is left out); refused, naming it, a given
+    policy unknown or one the surrogate cannot run."""
     from training.tasks.causal.surrogates.catalogue import SURROGATES
 
     lookahead = SURROGATES[surrogate].lookahead
@@ -76,6 +79,10 @@ def supported_policies(given: str | None, surrogate: str) -> list[str]:
         if len(names) < len(POLICIES):
             print(f"--policies: {', '.join(p for p in POLICIES if p not in names)} left out: the {surrogate} "
                   f"surrogate has no batched lookahead (what_if_many)")
+        if n_vars > PLANNING_MAX_VARS:
+            print(f"--policies: {', '.join(PLANNING_POLICIES)} left out: SCMs of {n_vars} variables take minutes a "
+                  f"call to plan on (more than {PLANNING_MAX_VARS}); name it in --policies to run it")
+            names = [p for p in names if p not in PLANNING_POLICIES]
         return names
     names = given.split(",")
     unknown = [p for p in names if p not in POLICIES]

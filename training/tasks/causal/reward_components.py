@@ -145,9 +145,13 @@ def exploration_unit(scm: SCM, budget: int) -> float:
 
 def balanced_accuracy(posterior: ParentPosterior, scm: SCM) -> float:
     """A(P): the mean of (mean marginal of the true parents) and (mean 1 - marginal of the other candidates)."""
-    truth = scm.parents()
-    hits = [p for v, p in posterior.marginals.items() if v in truth]
-    rejections = [1.0 - p for v, p in posterior.marginals.items() if v not in truth]
+    return balanced_accuracy_of(posterior.marginals, scm.parents())
+
+
+def balanced_accuracy_of(marginals: dict[str, float], truth) -> float:
+    """A(P) of parent marginals against the parent set `truth` (the SCM's, or a posterior draw's)."""
+    hits = [p for v, p in marginals.items() if v in truth]
+    rejections = [1.0 - p for v, p in marginals.items() if v not in truth]
     halves = [float(np.mean(h)) for h in (hits, rejections) if h]
     return float(np.mean(halves)) if halves else 0.0
 

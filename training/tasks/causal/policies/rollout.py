@@ -15,26 +15,17 @@ evaluations a call: a reference, not a policy to train.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from training.tasks.causal.belief import NOISE_SAMPLES, NONLINEAR_GRID, Belief, draw_expectations, grid_values
 from training.tasks.causal.policies.policy_registry import register_policy
-from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, cell, exploration_unit
+from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, balanced_accuracy_of, cell, exploration_unit
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
 ROLLOUT_CANDIDATES = 3
 ROLLOUT_DRAWS = 8
-
-
-def _balanced(marginals: dict[str, float], parents: set[str]) -> float:
-    """The parent reward's balanced accuracy of `marginals` against `parents` (reward_components.balanced_accuracy)."""
-    hits = [p for v, p in marginals.items() if v in parents]
-    rejections = [1.0 - p for v, p in marginals.items() if v not in parents]
-    halves = [float(np.mean(h)) for h in (hits, rejections) if h]
-    return float(np.mean(halves)) if halves else 0.0
 
 
 @dataclass
@@ -72,7 +63,7 @@ def simulated_episode(scm, budget: int, world: SimulatedWorld, surrogate, made: 
         option = first if k == 0 else Belief.of(surrogate, scm, rng, budget=budget, made=tuple(made)).best
         if option is None:
             break  # effects unknown in the simulation: nothing more to plan on
-        before = _balanced(surrogate.posterior().marginals, world.parents)
+        before = balanced_accuracy_of(surrogate.posterior().marginals, world.parents)
         e = world.expected(scm, option.call)
         earned["optimization"] += (max(best, e) - best) / world.span if world.span > 0 else 0.0
         best = max(best, e)
@@ -85,7 +76,7 @@ def simulated_episode(scm, budget: int, world: SimulatedWorld, surrogate, made: 
         mask[:, j] = True
         surrogate.update(row, mask)
         made.append(option.call)
-        earned["parent"] += _balanced(surrogate.posterior().marginals, world.parents) - before
+        earned["parent"] += balanced_accuracy_of(surrogate.posterior().marginals, world.parents) - before
     return earned
 
 
