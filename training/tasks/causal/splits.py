@@ -69,15 +69,19 @@ def causal_prompt(row: dict) -> list[dict]:
     return [{"role": "user", "content": text}]
 
 
-def styled(scm: SCM, rng: np.random.Generator, style: str | None = None) -> SCM:
-    """`scm` with names in `style` (drawn when None; `scm.names.naming`), listed in the generator's order (already a
-    seeded permutation of the graph positions, so neither a name nor a place in the list tells the graph), with drawn
-    intervention ranges and goal."""
+def renamed_as(scm: SCM, rng: np.random.Generator, style: str | None = None) -> SCM:
+    """`scm` with names in `style` (drawn when None; `scm.names.naming`), in the same order, the target's last drawn."""
     others = [v for v in scm.variables if v != scm.target]
     new = names.naming(scm.d, rng, style)
-    mapping = dict(zip(others, new[:-1])) | {scm.target: new[-1]}
-    renamed = scm.renamed(mapping)
-    spans = names.ranges([mapping[v] for v in others], rng)
+    return scm.renamed(dict(zip(others, new[:-1])) | {scm.target: new[-1]})
+
+
+def styled(scm: SCM, rng: np.random.Generator, style: str | None = None) -> SCM:
+    """`scm` with names in `style` (drawn when None; `renamed_as`), listed in the generator's order (already a seeded
+    permutation of the graph positions, so neither a name nor a place in the list tells the graph), with drawn
+    intervention ranges and goal."""
+    renamed = renamed_as(scm, rng, style)
+    spans = names.ranges(list(renamed.actionable), rng)
     return SCM(renamed.variables, renamed.mechanisms, dict(zip(renamed.variables, renamed.noise_std)), spans,
                renamed.target, names.goal(rng), renamed.meta)
 

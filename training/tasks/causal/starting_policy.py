@@ -12,7 +12,10 @@ What a build does:
 2. Traces, rendered as GRPO renders them (the recipe's chat template and `chat_template_kwargs`), with their decision
    tokens marked: every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by the teacher
    (`policies.belief_line.teacher`: the option listed last, the largest expected information gain; episode k on the
-   paired environment seed `environment_seed(row, k)`, `policies.play.run_policy`).
+   paired environment seed `environment_seed(row, k)`, `policies.play.run_policy`). Episodes after the first rename
+   the SCM's variables (`episode_row`: fresh names, half of them random identifiers, the rest in a drawn style of
+   `scm.names`), the same SCM and the same calls under other names: a model that meets each train SCM under one set of
+   names memorises them and miscopies names it has not seen; under 2048 sets of names it has to copy.
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
    format tokens' (`decision_weight`): with one mean over all label tokens of a trace, the few that decide were
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
@@ -63,7 +66,9 @@ from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policy_episodes import lm_episodes
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
-from training.tasks.causal.splits import DATA_DIR
+from training.tasks.causal.scm import names
+from training.tasks.causal.scm.scm import SCM
+from training.tasks.causal.splits import DATA_DIR, renamed_as, scm_row
 
 REPO = Path(__file__).resolve().parents[3]
 STARTING_POLICY_DIR = REPO / "models" / "causal_starting_policy"
@@ -71,6 +76,7 @@ STARTING_POLICY_NAME = "causal-starting-policy"  # what a recipe's model_name_or
 BUILD_RECORD = "build_record.json"
 DATA_FILES = (DATA_DIR / "train.jsonl", DATA_DIR / "heldout.jsonl")
 VERIFIED_TRACES = 16  # traces `verify` renders again
+RENAME_SEED_KEY = 0x4E4D  # separates an episode's new names from its environment's seed
 
 
 @dataclass(frozen=True)
@@ -92,9 +98,21 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def episode_row(row: dict, k: int) -> dict:
+    """Episode k's row: the row itself for k = 0; after it, the row's SCM under fresh names (a random identifier per
+    variable in every other episode, a drawn style of `scm.names` in the rest), its prompt rewritten with them."""
+    if k == 0:
+        return row
+    rng = np.random.default_rng([int(row["seed"]), k, RENAME_SEED_KEY])
+    style = "random" if k % 2 else names.STYLES[int(rng.integers(len(names.STYLES)))]
+    scm = renamed_as(SCM.from_json(row["scm_json"]), rng, style)
+    return {**row, **scm_row(scm, seed=row["seed"], budget=row["budget"], initial_samples=row["initial_samples"])}
+
+
 def _play(job: tuple[dict, int]) -> list[dict]:
     """The conversation of the teacher's episode k of a row (a worker's job)."""
     row, k = job
+    row = episode_row(row, k)
     record = run_policy(teacher(), row, k)
     played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
                                                          for s in record.steps])}

@@ -10,7 +10,7 @@ is not tied to one naming scheme, one range or one direction: a user's file call
 * ``words``: lower-case measured quantities (dose, rain, yield, blood_pressure, ...), Python keywords among them
   (`yield`, `return`): names are the user's, and a mechanism may read them;
 * ``codes``: short generated identifiers (v3, gk17, n_4, ...), which no tokenizer has seen whole;
-* ``random`` (not among `STYLES`, so no split draws it): identifiers of 1 to 12 random letters, digits and
+* ``random`` (not among `STYLES`, so no split draws it): identifiers of 1 to 8 random letters, digits and
   underscores, what the causal tokenizer's merges are learned from (`training.tasks.causal.tiny_model`), so that no
   name of any style is a token of its own and the policy learns to copy names piece by piece, whatever they are.
 
@@ -46,7 +46,7 @@ def _code(rng: np.random.Generator) -> str:
 def _random_identifier(rng: np.random.Generator) -> str:
     first = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
     rest = first + "0123456789_"
-    return str(rng.choice(list(first))) + "".join(rng.choice(list(rest), size=int(rng.integers(0, 12))))
+    return str(rng.choice(list(first))) + "".join(rng.choice(list(rest), size=int(rng.integers(0, 8))))
 
 
 def naming(d: int, rng: np.random.Generator, style: str | None = None) -> list[str]:
