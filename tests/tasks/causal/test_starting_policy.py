@@ -111,3 +111,22 @@ def test_a_finished_build_replaces_an_existing_out_only_with_overwrite(tmp_path)
     write_build(dest, save("new"), {"build": 2}, overwrite=True)
     assert (dest / "model.safetensors").read_text() == "new"
     assert json.loads((dest / BUILD_RECORD).read_text())["build"] == 2
+
+
+def test_episodes_after_the_first_rename_the_variables_and_the_teacher_makes_the_same_calls_under_the_new_names():
+    from training.tasks.causal.policies.belief_line import teacher
+    from training.tasks.causal.policies.play import run_policy
+    from training.tasks.causal.scm.scm import SCM
+    from training.tasks.causal.starting_policy import episode_row
+
+    row = load_rows(DATA_FILES[0])[1]
+    assert episode_row(row, 0) is row
+    renamed = episode_row(row, 1)
+    before, after = SCM.from_json(row["scm_json"]), SCM.from_json(renamed["scm_json"])
+    mapping = dict(zip(before.variables, after.variables))
+    assert set(mapping.values()).isdisjoint(before.variables) and mapping[before.target] == after.target
+    assert renamed["prompt"][0]["content"].startswith(f"Variables: {', '.join(after.variables)}.")
+    calls = [(v, x) for v, x in run_policy(teacher(), row, 1).interventions]
+    again = run_policy(teacher(), renamed, 1).interventions
+    assert [(mapping[v], x) for v, x in calls] == again
+    assert len({episode_row(row, k)["target"] for k in range(8)}) == 8  # eight episodes, eight names for the target
