@@ -186,3 +186,16 @@ def test_episodes_of_one_scm_are_one_unit_too_few_to_test(tmp_path):
     b = write_eval(tmp_path / "b", policy(0.3, 0, 2, rows=1, episodes=20))
     with pytest.raises(ComparisonError, match="only 1 rows have a value in every run; need at least 3"):
         main([f"a={a}", f"b={b}"])
+
+
+def test_per_variable_columns_only_for_records_of_one_scm():
+    """Final marginals and shares of interventions per variable mean something for one SCM's episodes; pooled over
+    SCMs with their own variables (the bundled splits' names vary) they say so instead of listing every name."""
+    from training.tasks.causal.results import summary_table
+
+    one = [record(0, k, 0.1) for k in range(2)]
+    other = {**record(1, 0, 0.2), "parent_marginals": {"PKA": 0.5}, "interventions_on": {"PKA": 2}}
+    (line,) = [x for x in summary_table([("a", one)]).splitlines() if x.startswith("| a |")]
+    assert "X 0.90, Z 0.10" in line and "X 0.75, Z 0.25" in line
+    (line,) = [x for x in summary_table([("b", [*one, other])]).splitlines() if x.startswith("| b |")]
+    assert cells(line)[9:11] == ["(several SCMs)", "(several SCMs)"] and "PKA" not in line

@@ -175,8 +175,8 @@ def intervention_shares(records: list[dict]) -> dict[str, float]:
 def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
     """A markdown table, one line per (policy name, records): mean ± std over episodes of the final regret, parent
     F1, information gain, reward, calls made and invalid calls; the mean of each reward component (unweighted); the
-    mean best E[target | do] against the optimum; the mean final parent marginals; each variable's share of the
-    interventions."""
+    mean best E[target | do] against the optimum; where every record is of one SCM (its variables), the mean final
+    parent marginals and each variable's share of the interventions."""
     lines = ["| policy | final regret | parent F1 | info gain (nats) | reward | calls made | invalid calls | "
              f"{' / '.join(COMPONENTS)} | best E[target | do] (optimum) | final P(v ∈ Pa(target)) | "
              "share of interventions | episodes |",
@@ -189,10 +189,12 @@ def summary_table(runs: list[tuple[str, list[dict]]]) -> str:
         cells.append(" / ".join(f"{np.mean([r[c] for r in records]):.3f}" for c in COMPONENTS))
         best = np.array([r["best_expected"] for r in records])
         cells.append(f"{best.mean():.3f} ± {best.std():.3f} ({np.mean([r['optimum'] for r in records]):.4f})")
-        names = list(records[0]["parent_marginals"])
-        marg = {v: np.mean([r["parent_marginals"].get(v, np.nan) for r in records]) for v in names}
-        cells.append(", ".join(f"{v} {p:.2f}" for v, p in marg.items()))
-        cells.append(", ".join(f"{v} {p:.2f}" for v, p in intervention_shares(records).items()) or "none")
+        if len({tuple(r["parent_marginals"]) for r in records}) > 1:  # per variable means nothing across SCMs
+            cells += ["(several SCMs)"] * 2
+        else:
+            marg = {v: np.mean([r["parent_marginals"][v] for r in records]) for v in records[0]["parent_marginals"]}
+            cells.append(", ".join(f"{v} {p:.2f}" for v, p in marg.items()))
+            cells.append(", ".join(f"{v} {p:.2f}" for v, p in intervention_shares(records).items()) or "none")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(records)} |")
     return "\n".join(lines)
 
