@@ -17,7 +17,7 @@ from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, exploration
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import scm_row
 
-OPTION = re.compile(r"^(\w+)=(-?\d+\.\d) gain (-?\d+) info (-?\d+) (new|seen) parent (\d\.\d)$")
+OPTION = re.compile(r"^(\d+): (\w+)=(-?\d+\.\d) gain (-?\d+) info (-?\d+) (new|seen) parent (\d\.\d)$")
 
 
 def _env(**over):
@@ -83,8 +83,9 @@ def test_the_line_shows_the_terms_of_each_option_and_no_weighing_of_them():
     lines = reply.splitlines()
     assert lines[0] == f"X2={env.record.steps[-1].rows[0, 2]:.1f} (3 calls left)"  # the sampled target alone
     assert lines[1] == "Options:" and "\n".join(lines[1:]) == env.belief.line()
-    for text, option in zip(lines[2:], env.belief.options, strict=True):
-        name, value, gain, info, new, parent = OPTION.match(text).groups()
+    for number, (text, option) in enumerate(zip(lines[2:], env.belief.options, strict=True), start=1):
+        listed, name, value, gain, info, new, parent = OPTION.match(text).groups()
+        assert int(listed) == number == env.belief.number(option)
         assert (name, float(value)) == option.call and int(gain) == round(100 * option.gain)
         assert int(info) == round(100 * option.info) and (new == "new") == option.new
         assert float(parent) == round(option.parent, 1)
@@ -131,11 +132,11 @@ def test_the_teacher_sets_the_last_option_the_one_step_rule_its_best_and_both_ob
     env = _env()
     rng = np.random.default_rng(0)
     last, best = env.belief.options[-1], env.belief.best
-    assert TeacherPolicy()(env, rng) == ("intervene", {"variable": last.variable, "value": last.value})
-    assert OneStepPolicy()(env, rng) == ("intervene", {"variable": best.variable, "value": best.value})
-    env.intervene(last.variable, last.value)
+    assert TeacherPolicy()(env, rng) == ("choose", {"option": len(env.belief.options)})
+    assert OneStepPolicy()(env, rng) == ("choose", {"option": env.belief.number(best)})
+    env.choose(len(env.belief.options))
     step = env.record.steps[-1]
-    assert step.follows_teacher and step.follows_one_step == (last.call == best.call)
+    assert step.intervention == last.call and step.follows_teacher and step.follows_one_step == (last.call == best.call)
     frozen = make_causal_env(active=False)()
     frozen.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
     assert TeacherPolicy()(frozen, rng) == OneStepPolicy()(frozen, rng) == ("observe", {})

@@ -20,12 +20,31 @@ def row(**over):
     return {**base, **over}
 
 
-def test_only_intervene_and_observe_are_tools_with_typed_schemas():
-    assert environment_tool_names(CausalEnv) == ["intervene", "observe"]
+def test_only_intervene_choose_and_observe_are_tools_with_typed_schemas():
+    assert environment_tool_names(CausalEnv) == ["choose", "intervene", "observe"]
     schema = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas(CausalEnv)}
     assert schema["intervene"]["properties"]["variable"]["type"] == "string"
     assert schema["intervene"]["properties"]["value"]["type"] == "number"
+    assert schema["choose"]["properties"]["option"]["type"] == "integer"
     assert schema["observe"]["properties"] == {}
+
+
+def test_choose_makes_the_listed_options_intervention_and_refuses_a_number_not_listed():
+    env = CausalEnv()
+    env.reset(**row(budget=3))
+    options = env.belief.options
+    env.choose(len(options))
+    step = env.record.steps[-1]
+    assert step.valid and step.tool == "choose" and step.arguments == {"option": len(options)}
+    assert step.intervention == options[-1].call and step.expected_target == pytest.approx(
+        env.scm.expected_target({options[-1].variable: options[-1].value}))
+    state = (env._rng.bit_generator.state, env.surrogate.updates)
+    for bad in (0, len(env.belief.options) + 1, "1", 1.0, True):
+        assert env.choose(bad).startswith("error: option must be the number of one the last reply listed (1 to ")
+    assert env.record.invalid["unknown_option"] == 5 and (env._rng.bit_generator.state, env.surrogate.updates) == state
+    frozen = make_causal_env(active=False)()
+    frozen.reset(**row(budget=3))
+    assert "none (the effects are unknown: observe)" in frozen.choose(1)
 
 
 def test_reset_summarises_initial_data_and_a_call_reports_the_target_the_calls_left_and_the_options():

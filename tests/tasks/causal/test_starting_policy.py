@@ -61,12 +61,12 @@ def test_the_build_plays_each_rows_paired_episodes_and_always_makes_the_teachers
     assert len(set(first_replies)) == 6  # three environment seeds per row: other samples, other options
     for messages in traces:
         calls = [m["tool_calls"][0]["function"] for m in messages if m["role"] == "assistant" and m.get("tool_calls")]
-        assert all(c["name"] == "intervene" for c in calls)
+        assert all(c["name"] == "choose" for c in calls)
         replies = [m["content"] for m in messages if m["role"] == "tool"]
         options = [messages[0]["content"], *replies[:-1]]  # what each call was chosen from
         for call, shown in zip(calls, options, strict=True):
-            last = shown.splitlines()[-1]
-            assert last.startswith(f"{call['arguments']['variable']}={call['arguments']['value']!r} ")
+            last = shown.splitlines()[-1]  # the teacher's: the last option listed
+            assert last.startswith(f"{call['arguments']['option']}: ")
 
 
 def test_call_shares_count_valid_calls_that_make_each_rules_choice_or_repeat_the_previous_one():

@@ -16,7 +16,8 @@ candidate, under `BELIEF_DRAWS` posterior draws (`training.tasks.causal.acquisit
 
 What the policy reads (`line()`) are the options: the candidates no other candidate beats on all three of gain, info
 and new (the Pareto front; a call dominated on every term the reward pays is no option for any weighing of them),
-listed by gain, the largest gain last, ties in the SCM's order of variables. The gain and info are shown as whole
+listed by information gain, the largest last, ties in the SCM's order of variables, numbered from 1: the policy calls
+`choose(option=k)` (`CausalEnv.choose`), one number token, whatever the SCM calls its variables. The gain and info are shown as whole
 percentages, `parent` with one decimal, each number one token for the causal tokenizer; the calls left are in the
 reply before it. Not shown: the weighted sum of the terms, and which option it ranks first. Weighing improvement now
 against information for later, with the budget left in view, is the policy's to learn from the reward.
@@ -34,9 +35,9 @@ says so, and the teacher observes. Nothing is made up.
 
 Example (one decimal for values as a tool call's JSON writes them, `3.0`):
     Options:
-    X2=-3.0 gain 0 info 2 new parent 0.4
-    X1=3.0 gain 3 info 5 new parent 0.2
-    X3=3.0 gain 41 info 9 seen parent 0.9
+    1: X2=-3.0 gain 0 info 2 new parent 0.4
+    2: X1=3.0 gain 3 info 5 new parent 0.2
+    3: X3=3.0 gain 41 info 9 seen parent 0.9
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ class Option:
         return (f"{self.variable}={self.value!r} gain {round(100 * self.gain)}{info} "
                 f"{'new' if self.new else 'seen'} parent {self.parent:.1f}")
 
+    def line(self, number: int) -> str:
+        """The option as listed: its number (what `CausalEnv.choose` takes), then `text`."""
+        return f"{number}: {self.text()}" if self.value is not None else self.text()
+
 
 @dataclass(frozen=True)
 class Belief:
@@ -119,10 +124,14 @@ class Belief:
         """The option of largest expected improvement (listed last); None where the effects are unknown."""
         return self.options[-1] if self.known else None
 
+    def number(self, option: Option) -> int:
+        """The number an option is listed under (`choose(option=...)`)."""
+        return self.options.index(option) + 1
+
     def line(self) -> str:
-        """The options, one a line (a name starts its line, as it starts the value of a call's `"variable"`)."""
+        """The options, one a line, numbered from 1 (the number is what `CausalEnv.choose` takes)."""
         head = "Options:" if self.known else "Options (effects unknown):"
-        return "\n".join([head, *(o.text() for o in self.options)])
+        return "\n".join([head, *(o.line(k) for k, o in enumerate(self.options, start=1))])
 
     @classmethod
     def of(cls, surrogate, scm: SCM, rng: np.random.Generator, *, budget: int,

@@ -2,8 +2,10 @@
 
 TRL constructs the class with no arguments, calls `reset(**row)` before each rollout (the returned text is appended
 to the prompt's last user message) and exposes every public method except `reset`/`get_reward` as a tool, its JSON
-schema read from the type hints and the docstring. So the class has exactly two public methods, `intervene` and
-`observe`; everything else is private or an attribute.
+schema read from the type hints and the docstring. So the class has exactly three public methods, the tools:
+`intervene(variable, value)`, `choose(option)` (the intervention an option of the last reply lists, by its number:
+the call a policy makes by reading the options, whatever the variables are called) and `observe()`; everything else
+is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
 episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
@@ -13,8 +15,8 @@ improvement, expected information gain, whether it reaches a new cell, and P(par
 them). Reset's text ends with the options after the initial rows. A frozen surrogate's line never changes. The reply
 does not grow with the number of variables, so an SCM of 12 variables reads like one of 4. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
-variable's range, or a call past the budget) is answered with an ``error: ...`` string and counted under its kind;
-it samples nothing, updates nothing and uses no budget.
+variable's range, an option number the last reply did not list, or a call past the budget) is answered with an
+``error: ...`` string and counted under its kind; it samples nothing, updates nothing and uses no budget.
 
 Every call is recorded (`StepRecord`): the call, its validity, the text returned, the posterior entropy before and
 after, the information gain (their difference), the target's sampled value and, for interventions, E[target | do]
@@ -65,7 +67,7 @@ SURROGATES = tuple(SURROGATE_KINDS)  # the registered surrogates' names (`surrog
 SAMPLED_SURROGATES = tuple(name for name, kind in SURROGATE_KINDS.items() if kind.sampled)  # posteriors with draws:
 # what the options, the baselines and the structure reward need
 INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
-                 "budget_exceeded")
+                 "unknown_option", "budget_exceeded")
 LOGGED_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
                   "causal/invalid_calls", "surrogate/updates", "tools/valid_calls",
                   *(f"tools/refused/{kind}" for kind in INVALID_KINDS))  # `EpisodeRecord.metrics`, batch means
@@ -365,10 +367,24 @@ class CausalEnv:
             var, val = self.scm.check_intervention(variable, value)
         except InterventionError as err:
             return self._refuse("intervene", args, err.kind, str(err))
-        rows = self.scm.sample(1, self._rng, {var: val})
-        mask = np.zeros_like(rows, dtype=bool)
-        mask[:, self.scm.index[var]] = True
-        return self._accept("intervene", args, rows, mask, self.scm.expected_target({var: val}), (var, val))
+        return self._do("intervene", args, var, val)
+
+    def choose(self, option: int) -> str:
+        """Make one of the options the last reply listed: set its variable to its value and sample all variables.
+
+        Args:
+            option: its number in the list
+        """
+        args = {"option": option}
+        if self._refuse_past_budget("choose", args):
+            return self._record.steps[-1].outcome
+        options = self._belief.options if self._belief is not None and self._belief.known else ()
+        if isinstance(option, bool) or not isinstance(option, (int, np.integer)) or not 1 <= option <= len(options):
+            shown = f"1 to {len(options)}" if options else "none (the effects are unknown: observe)"
+            return self._refuse("choose", args, "unknown_option", f"option must be the number of one the last reply "
+                                f"listed ({shown}), got {option!r}")
+        chosen = options[int(option) - 1]
+        return self._do("choose", args, chosen.variable, chosen.value)
 
     def observe(self) -> str:
         """Sample all variables without intervening."""
@@ -378,6 +394,13 @@ class CausalEnv:
         return self._accept("observe", {}, rows, np.zeros_like(rows, dtype=bool), None, None)
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------------
+    def _do(self, tool: str, args: dict, var: str, val: float) -> str:
+        """Sample one row under the checked do(var = val) and answer it."""
+        rows = self.scm.sample(1, self._rng, {var: val})
+        mask = np.zeros_like(rows, dtype=bool)
+        mask[:, self.scm.index[var]] = True
+        return self._accept(tool, args, rows, mask, self.scm.expected_target({var: val}), (var, val))
+
     def _refuse_past_budget(self, tool: str, args: dict) -> bool:
         if self._record is None:
             raise EpisodeError(f"{tool} called before reset")

@@ -7,8 +7,8 @@ line's best entry in 0.11 to 0.28 of its calls (chance: ~0.2), the 4-layer one i
 
 The default tiny tokenizer spells the causal episode in byte pieces: the prompt alone (tool schemas, variables,
 data summary) is ~840 tokens, a 3-call episode ~1200. Here the BPE merges are learned from rendered causal
-episodes (`corpus`: seeded SCMs of 3 to 10 variables with random names, budgets 1 to 20, random calls, the Qwen3
-chat template with the environment's tool schemas), after a pre-tokenizer that isolates every word
+episodes (`corpus`: seeded SCMs of 3 to 10 variables with random names, budgets 1 to 20, random calls of every tool,
+the Qwen3 chat template with the environment's tool schemas), after a pre-tokenizer that isolates every word
 (any identifier but a JSON key: `X3`, `PKA`, `blood_pressure`, `gain`) and every number (`-1.5`, `+0.6`, `2.18`) as
 its own piece, with the space before it if there is one (`PIECES`). A name at the start of a line (an option:
 `PKA=3.0 gain 12 ...`) and in the call's JSON (`"variable": "PKA"`) is the same pieces, and so is a value (`3.0`
@@ -78,6 +78,8 @@ def _episode_text(renderer, seed: int) -> str:
     for _ in range(row["budget"] + 1):  # one call past the budget: its error text is in the corpus too
         if rng.random() < 0.1:
             name, args = "observe", {}
+        elif rng.random() < 0.5:
+            name, args = "choose", {"option": int(rng.integers(1, 5))}
         else:
             var = scm.actionable[int(rng.integers(len(scm.actionable)))]
             lo, hi = scm.ranges[var]

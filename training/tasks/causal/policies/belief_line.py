@@ -9,8 +9,9 @@
   target) that reads the same evidence and ignores what information is worth for the calls left. The starting
   policy imitates it (`training.tasks.causal.starting_policy`); GRPO's job is to surpass it, and the one-step rule.
 
-Both observe where the line says the effects are unknown (the surrogate has no draws: too little data, or a surrogate
-without a posterior over models), the call that makes them known.
+Both call `choose(option=k)` with the option's number, as a policy that reads the reply does, and observe where the
+options say the effects are unknown (the surrogate has no draws: too little data, or a surrogate without a posterior
+over models), the call that makes them known.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ def _shown(env):
     return env.belief
 
 
-def _call(option) -> tuple[str, dict]:
+def _choose(belief, option) -> tuple[str, dict]:
+    """`choose` the option by its number, as a policy reading the reply calls it; observe where none is shown."""
     if option is None:
         return "observe", {}
-    return "intervene", {"variable": option.variable, "value": option.value}
+    return "choose", {"option": belief.number(option)}
 
 
 @register_policy("belief_line", order=60)
@@ -37,7 +39,8 @@ class OneStepPolicy:
     name = "belief_line"
 
     def __call__(self, env, rng: np.random.Generator) -> tuple[str, dict]:
-        return _call(_shown(env).best)
+        belief = _shown(env)
+        return _choose(belief, belief.best)
 
 
 @register_policy("teacher", order=70)
@@ -45,7 +48,8 @@ class TeacherPolicy:
     name = "teacher"
 
     def __call__(self, env, rng: np.random.Generator) -> tuple[str, dict]:
-        return _call(_shown(env).teacher_choice)
+        belief = _shown(env)
+        return _choose(belief, belief.teacher_choice)
 
 
 def teacher() -> TeacherPolicy:
