@@ -318,8 +318,10 @@ def test_unknown_recipe_key_is_named_with_the_nearest_key(tmp_path, monkeypatch,
 
 # ---- causal rows: every row's SCM built, sampled and its optimum computed before the model loads --------------------
 def causal_row(mechanism: str | None = None, **changes) -> dict:
-    """The first causal training row; with `mechanism`, its SCM replaced by X -> Z -> Y with Z = `mechanism`."""
-    row = json.loads(Path("data/causal/train.jsonl").read_text().splitlines()[0])
+    """The first causal training row named X1..Xn, Y (the cases below name them); with `mechanism`, its SCM replaced
+    by X -> Z -> Y with Z = `mechanism`."""
+    rows = map(json.loads, Path("data/causal/train.jsonl").read_text().splitlines())
+    row = next(r for r in rows if r["target"] == "Y" and {"X1", "X2", "X3"} <= set(json.loads(r["scm_json"])["variables"]))
     row.pop("reference_calls_json")
     if mechanism is not None:
         spec = {
@@ -353,7 +355,7 @@ def cyclic_scm() -> str:
 def huge_weight_scm() -> str:
     spec = json.loads(causal_row()["scm_json"])
     for mechanism in spec["mechanisms"].values():
-        mechanism["weights"] = [1e300] * len(mechanism["weights"])
+        mechanism["weights"] = [1e308] * len(mechanism["weights"])  # one parent beyond 1.8 overflows
     return json.dumps(spec)
 
 

@@ -31,6 +31,8 @@ def test_the_dry_run_rehearses_the_whole_plan_on_cpu(tmp_path):
     tests = steps["pytest_gpu"]
     assert tests["collected"] >= 3 and tests["failed"] == tests["errors"] == 0
     assert set(tests["skipped"].values()) == {"needs CUDA"}
+    for module, why in tests["modules_skipped"].items():  # without the `gpu` extra (CI): only its modules, named
+        assert "the `gpu` extra" in why, (module, why)
 
     fp32 = steps["causal_fp32"]  # through the CPU launcher, which passes the recipe's precision
     assert "launch --config_file accelerate_configs/cpu.yaml --num_processes 1 --mixed_precision no " in fp32["command"]
@@ -145,3 +147,21 @@ def test_the_check_module_starts_on_the_standard_library_alone():
         third_party = [name for name in imports if name.split(".")[0] not in sys.stdlib_module_names
                        and name not in ("__future__", "benchmarks.gpu_check_install")]
         assert third_party == []
+
+
+def test_a_module_skipped_while_collected_is_listed_apart_from_the_tests(tmp_path):
+    """Without DeepSpeed (CI installs no `gpu` extra) its test modules skip themselves at collection: listed by module
+    with the reason, not counted as a skipped test, so 'every skipped test needs CUDA' still holds."""
+    xml = tmp_path / "report.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="" name="tests.test_deepspeed_cpu"><skipped message="collection skipped">'
+        "('tests/test_deepspeed_cpu.py', 24, 'Skipped: DeepSpeed is in the `gpu` extra')</skipped></testcase>"
+        '<testcase classname="tests.test_vllm" name="test_a"><skipped message="needs CUDA">x</skipped></testcase>'
+        '<testcase classname="tests.test_vllm" name="test_b"/>'
+        "</testsuite></testsuites>")
+    counts = gpu_check.junit_counts(xml)
+    assert counts["skipped"] == {"tests.test_vllm.test_a": "needs CUDA"}
+    assert counts["collected"] == 2 and counts["passed"] == 1
+    assert list(counts["modules_skipped"]) == ["tests.test_deepspeed_cpu"]
+    assert "DeepSpeed is in the `gpu` extra" in counts["modules_skipped"]["tests.test_deepspeed_cpu"]
