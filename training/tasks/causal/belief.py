@@ -25,9 +25,9 @@ against information for later, with the budget left in view, is the policy's to 
 * `best`: the option of largest one-step expected reward (`acquisition.call_scores`, the reward's default weights):
   the one-step rule, played by the `belief_line` baseline and recorded for every call (`StepRecord.one_step`),
   never shown.
-* `teacher_choice`: the last option, the largest expected improvement: the starting policy's teacher
-  (`training.tasks.causal.policies.belief_line.teacher`), a rule that reads the same evidence and chases improvement
-  only.
+* `teacher_choice`: the last option, the largest expected information gain (the largest gain where the surrogate
+  gives no info): the starting policy's teacher (`training.tasks.causal.policies.belief_line.teacher`), a rule that
+  reads the same evidence and chases information only.
 
 Where the surrogate cannot draw models (it has none, as the no-op surrogate; or fewer than 2 non-intervened rows for
 some node, as a frozen surrogate that never saw data) the effects are unknown: the line gives the marginals only and
@@ -121,7 +121,8 @@ class Belief:
 
     @property
     def teacher_choice(self) -> Option | None:
-        """The option of largest expected improvement (listed last); None where the effects are unknown."""
+        """The option listed last: the largest expected information gain (the largest gain where the surrogate gives
+        no info); None where the effects are unknown."""
         return self.options[-1] if self.known else None
 
     def number(self, option: Option) -> int:

@@ -5,8 +5,8 @@
   improvement, expected information gain and a new exploration cell, weighed by the reward's default weights;
   `training.tasks.causal.acquisition`): the one-step rule. The policy is shown the terms, never this choice, so
   matching or beating it is learnt, not copied.
-* `teacher` (`TeacherPolicy`): the option listed last, the largest expected improvement: a plausible rule (chase the
-  target) that reads the same evidence and ignores what information is worth for the calls left. The starting
+* `teacher` (`TeacherPolicy`): the option listed last, the largest expected information gain: a plausible rule (learn
+  the graph, the optimum will follow) that reads the same evidence and leaves the target to chance. The starting
   policy imitates it (`training.tasks.causal.starting_policy`); GRPO's job is to surpass it, and the one-step rule.
 
 Both call `choose(option=k)` with the option's number, as a policy that reads the reply does, and observe where the
