@@ -160,7 +160,7 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
                     str(rows / "heldout.jsonl")]
     train = load_rows(rows / "train.jsonl")
     assert len(train) == 3 and all(r["budget"] == 4 and len(json.loads(r["reference_calls_json"])) == 4 for r in train)
-    assert len(load_rows(rows / "heldout.jsonl")) == 8
+    assert len(load_rows(rows / "heldout.jsonl")) == 32
     with pytest.raises(SystemExit) as err:
         train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run2", "--train_file", "x.jsonl"])
     assert err.value.code == 2 and "--train_file: the rows come from --scm" in capsys.readouterr().err

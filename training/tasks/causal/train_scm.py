@@ -1,7 +1,7 @@
 """Train a causal policy on a user's SCM file, no rows written by hand:
 
     python -m training.tasks.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
-        [--budget 6 --initial_samples 10 --episodes 64 --heldout_episodes 8] [any training.train flag]
+        [--budget 6 --initial_samples 10 --episodes 64 --heldout_episodes 32] [any training.train flag]
 
 writes the SCM's train rows (`--episodes` of them, with the teacher's traces the recipe's warm start imitates)
 and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.causal.scm_rows`), then runs
@@ -39,7 +39,8 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--budget", type=int, default=None, help="calls per episode")
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
     parser.add_argument("--episodes", type=int, default=64, help="train rows (episodes of the SCM)")
-    parser.add_argument("--heldout_episodes", type=int, default=8, help="held-out rows")
+    parser.add_argument("--heldout_episodes", type=int, default=32,
+                        help="held-out rows (episodes of the SCM: the units of the end-of-run comparison)")
     parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
                         help="the environment's surrogate (default: the one that fits the file: exact for affine "
                              "mechanisms, additive otherwise, learned above 10 or 16 variables)")
