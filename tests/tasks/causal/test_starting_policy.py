@@ -20,6 +20,7 @@ from training.tasks.causal.starting_policy import (
     play,
     verify,
 )
+from training.tasks.causal.policies.belief_line import TeacherPolicy
 from training.tasks.causal.splits import teacher_calls
 
 
@@ -130,3 +131,22 @@ def test_episodes_after_the_first_rename_the_variables_and_the_teacher_makes_the
     again = run_policy(teacher(), renamed, 1).interventions
     assert [(mapping[v], x) for v, x in calls] == again
     assert len({episode_row(row, k)["target"] for k in range(8)}) == 8  # eight episodes, eight names for the target
+
+
+def test_the_builds_teacher_takes_another_listed_option_in_its_share_of_the_calls_that_have_one():
+    """The build's traces (`other_option_share`): the teacher's own choice, or another option the reply listed in
+    about that share of the calls with more than one option; with share 0 (the `teacher` baseline) always its own."""
+    rows = load_rows(DATA_FILES[0])[:6]
+    mine = other = 0
+    for messages in play(rows, 4, other_share=0.3):
+        calls = [m["tool_calls"][0]["function"] for m in messages if m["role"] == "assistant" and m.get("tool_calls")]
+        replies = [m["content"] for m in messages if m["role"] == "tool"]
+        for call, shown in zip(calls, [messages[0]["content"], *replies[:-1]], strict=True):
+            listed = [line.split(":")[0] for line in shown.splitlines() if line[:1].isdigit() and ": " in line]
+            assert call["name"] == "choose" and str(call["arguments"]["option"]) in listed
+            if len(listed) > 1:
+                mine += str(call["arguments"]["option"]) == listed[-1]
+                other += str(call["arguments"]["option"]) != listed[-1]
+    assert mine + other >= 40 and 0.15 <= other / (mine + other) <= 0.45, (mine, other)
+    with pytest.raises(ValueError, match="other_share"):
+        TeacherPolicy(1.0)

@@ -45,13 +45,26 @@ class OneStepPolicy:
 
 @register_policy("teacher", order=70)
 class TeacherPolicy:
+    """The rule; with `other_share` > 0, another listed option (uniformly) in that share of the calls that have one:
+    how the starting policy's traces are played (`starting_policy.BuildSettings.other_option_share`), so that the
+    student samples the options GRPO has to weigh instead of copying one deterministically. The baseline is the rule
+    alone (0)."""
+
     name = "teacher"
+
+    def __init__(self, other_share: float = 0.0):
+        if not 0.0 <= other_share < 1.0:
+            raise ValueError(f"other_share must be in [0, 1), got {other_share}")
+        self.other_share = other_share
 
     def __call__(self, env, rng: np.random.Generator) -> tuple[str, dict]:
         belief = _shown(env)
-        return _choose(belief, belief.teacher_choice)
+        choice = belief.teacher_choice
+        if self.other_share and choice is not None and len(belief.options) > 1 and rng.random() < self.other_share:
+            choice = belief.options[int(rng.integers(len(belief.options) - 1))]  # any but the last
+        return _choose(belief, choice)
 
 
-def teacher() -> TeacherPolicy:
+def teacher(other_share: float = 0.0) -> TeacherPolicy:
     """The starting policy's teacher (`TeacherPolicy`)."""
-    return TeacherPolicy()
+    return TeacherPolicy(other_share)
