@@ -20,7 +20,7 @@ def test_the_recipe_improves_its_weighted_heldout_reward_with_an_interval_above_
     out = tmp_path / "run"
     summary = train(["--config", RECIPE, "--output_dir", str(out)])
     assert summary["stopped_reason"] == "completed" or summary["stopped_reason"].startswith("max_wall_time_s="), summary
-    assert summary["wall_time_s"] <= 12 * 60, summary["wall_time_s"]  # the README's 15 minutes, install included
+    assert summary["wall_time_s"] <= 13.5 * 60, summary["wall_time_s"]  # the README's 15 minutes with the ~100 s install
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(s["rewards/nonfinite_count"] == 0 for s in steps if "loss" in s)
     change = {c["metric"]: c for c in summary["heldout_change"]}
