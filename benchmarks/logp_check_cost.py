@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 from pathlib import Path
 
 import torch
 from datasets import Dataset
 
 from benchmarks.markdown_section import publish
-from benchmarks.record_at_sample_speed import bench_args, bench_lora, bench_models, measure_pairs
+from benchmarks.record_at_sample_speed import bench_args, bench_lora, bench_models, mean_step_time, measure_pairs
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
 from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import read_flags
@@ -40,11 +39,11 @@ def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> f
     trainer = StrictGRPOTrainer(model=model_dir, reward_funcs=[length_reward], train_dataset=Dataset.from_list(rows),
                                 args=StrictGRPOConfig(**args, strict_health=False), peft_config=bench_lora(),
                                 flags=read_flags({"PPO_RECORD_AT_SAMPLE": "1"}))  # fmt: skip
-    trainer.train()
+    step_time = mean_step_time(trainer, steps_per_batch=1)
     checked = [h for h in trainer.state.log_history if "sampling/logp_abs_diff" in h]
     if len(checked) != (steps if variant == "every" else 0):
         raise RuntimeError(f"{variant}: the check ran on {len(checked)} of {steps} steps")
-    return statistics.mean([h["step_time"] for h in trainer.state.log_history if "step_time" in h][1:])
+    return step_time
 
 
 def main() -> None:

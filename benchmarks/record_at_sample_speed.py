@@ -65,12 +65,12 @@ def bench_lora() -> LoraConfig:
     return LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
 
 
-def mean_step_time(trainer) -> float:
+def mean_step_time(trainer, steps_per_batch: int = 2) -> float:
     """Train, then the mean `step_time` over the generation batches after the first. A generation batch spans
-    num_iterations=2 steps (the first pays generation and, in TRL, the recompute), so whole batches count both
+    num_iterations steps (2 here: the first pays generation and, in TRL, the recompute), so whole batches count both
     kinds of step."""
     trainer.train()
-    return statistics.mean([h["step_time"] for h in trainer.state.log_history if "step_time" in h][2:])
+    return statistics.mean([h["step_time"] for h in trainer.state.log_history if "step_time" in h][steps_per_batch:])
 
 
 def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> float:
