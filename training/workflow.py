@@ -13,7 +13,9 @@ Each run is one `accelerate launch ... -m training.train --config <run_dir>/reci
 
 Resumable: a finished run (`run_summary.json` with `global_step` >= `max_steps` or stop reason "completed"; an
 evaluation cell with `eval_summary.json`) is skipped; a killed one resumes from its newest checkpoint
-(`--resume_from_checkpoint true`), or starts over (`--overwrite_output_dir true`) when it had none; a run whose
+(`--resume_from_checkpoint true`), or starts over (`--overwrite_output_dir true`) when it had none; a run a strict
+health check stopped (its `run_record.json` says so) is reported failed, never resumed: resuming it would continue
+past the check that stopped it (resume it by hand, or delete it, once its cause is dealt with); a run whose
 recorded configuration differs from the workflow's is an error, never reused. A failed run is reported with the
 tail of its log, and the others go on. Evaluation: every trained run's final held-out evaluation writes its
 `eval.jsonl` on the workflow's `heldout_seed`, so all runs are scored on the same paired episodes. Then
@@ -40,6 +42,7 @@ import yaml
 
 from training.outputs import run_files
 from training.outputs.git_state import git_state
+from training.outputs.run_record import ended_on_health_stop, health_stops
 from training.errors import bad_input_exits
 from training.run_setup.flags import DEFAULTS as STRICT_FLAG_DEFAULTS
 from training.run_setup.precision import launch_mixed_precision
@@ -66,8 +69,9 @@ def read_json(path: Path) -> dict | None:
 
 
 def cell_state(cell: Cell) -> str:
-    """'finished', 'resume' (a checkpoint to continue from), 'restart' (outputs of a run that never reached a
-    checkpoint) or 'fresh'. Raises when the directory holds a run of another configuration."""
+    """'finished', 'stopped' (its last attempt ended on a strict health stop), 'resume' (a checkpoint to continue
+    from), 'restart' (outputs of a run that never reached a checkpoint) or 'fresh'. Raises when the directory holds a
+    run of another configuration."""
     meta = read_json(cell.run_dir / RUN_FILE)
     if meta is not None and meta.get("config_hash") != cell.config_hash:
         raise WorkflowError(
@@ -83,6 +87,8 @@ def cell_state(cell: Cell) -> str:
         or (max_steps is not None and summary.get("global_step", -1) >= max_steps)
     ):
         return "finished"
+    if ended_on_health_stop(cell.run_dir):
+        return "stopped"
     if any((p / "trainer_state.json").exists() for p in cell.run_dir.glob("checkpoint-*")):
         return "resume"
     if any((cell.run_dir / name).exists() for name in RUN_OUTPUTS):
@@ -415,11 +421,17 @@ def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell],
     outcomes: list[Outcome] = []
     if not args.report_only:
         states = {cell.name: cell_state(cell) for cell in cells}
-        todo = [c for c in cells if states[c.name] != "finished"]
+        todo = [c for c in cells if states[c.name] not in ("finished", "stopped")]
         for cell in cells:
             if states[cell.name] == "finished":
                 runner.say(f"run {cell.index}/{len(workflow.cells)}: {cell.describe()} — finished earlier, skipped")
                 outcomes.append(Outcome(cell, "finished"))
+            elif states[cell.name] == "stopped":
+                error = (f"stopped by a strict health check ({health_stops(cell.run_dir)[-1]}); not resumed: resume "
+                         f"it by hand (--resume_from_checkpoint true) once its cause is dealt with, or delete "
+                         f"{cell.run_dir} to start it over")
+                runner.say(f"run {cell.index}/{len(workflow.cells)}: {cell.describe()} — failed: {error}")
+                outcomes.append(Outcome(cell, "failed", error=error))
         if todo:
             runner.prepare(todo)
         if args.prepare_only:

@@ -106,6 +106,37 @@ def test_state_decides_skip_resume_or_restart_and_the_command_follows(tmp_path):
         cell_state(changed)
 
 
+def test_a_run_a_health_check_stopped_is_reported_failed_and_never_resumed(tmp_path):
+    wf = load_workflow(write_workflow(tmp_path, seeds=[0], overrides={"max_steps": 4}))
+    cell = wf.cells[0]
+    write_cell_files(cell)
+    (cell.run_dir / "checkpoint-3").mkdir()
+    (cell.run_dir / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    stop = "health/grad_spike fired for 3 consecutive steps (up to step 3)"
+    attempts = [{"attempt": 1, "last_step": 3, "ended": f"error: RunHealthError: {stop}"}]
+    (cell.run_dir / "run_record.json").write_text(json.dumps({"attempts": attempts}))
+    assert cell_state(cell) == "stopped"  # a checkpoint is there, but resuming would go on past the check
+    summary = main(["--config", str(wf.path)])
+    assert summary["failed"] == [cell.name]
+    row = summary["runs"][0]
+    assert "stopped by a strict health check (step 3: health/grad_spike" in row["error"] and "not resumed" in row["error"]
+    assert row["health_stops"] == [f"step 3: {stop}"] and row["launches"] == 0
+    # resumed by hand and finished: the workflow takes it, and its report still names the stop
+    attempts.append({"attempt": 2, "last_step": 4, "ended": "completed"})
+    (cell.run_dir / "run_record.json").write_text(json.dumps({"attempts": attempts}))
+    (cell.run_dir / "run_summary.json").write_text(json.dumps({"global_step": 4, "stopped_reason": "completed"}))
+    assert cell_state(cell) == "finished"
+    summary = main(["--config", str(wf.path), "--report-only"])
+    assert summary["runs"][0]["health_stops"] == [f"step 3: {stop}"]
+    assert f"{cell.name} was stopped by a strict health check in an earlier attempt" in (
+        (tmp_path / "wf" / "report.md").read_text())
+    # another error (a bug, a lost machine) does not stop a resume
+    attempts[-1] = {"attempt": 2, "last_step": 3, "ended": "error: RuntimeError: boom"}
+    (cell.run_dir / "run_record.json").write_text(json.dumps({"attempts": attempts}))
+    (cell.run_dir / "run_summary.json").unlink()
+    assert cell_state(cell) == "resume"
+
+
 TINY = {"warm_start_steps": 0, "max_steps": 2, "save_steps": 1, "per_device_train_batch_size": 8,
         "num_generations": 4, "heldout_max_samples": 4, "heldout_eval_steps": 1, "strict_health": False,
         "reward_funcs": ["tests.support.tiny_trainer.length_reward"], "reward_weights": [1.0]}

@@ -48,6 +48,8 @@ class ComparisonError(BadInputError):
 
 def check_matched(runs: list[ComparedRun]) -> list[str]:
     """The episode ids common to all runs, in the first run's order; raise naming every mismatch."""
+    if not runs:
+        raise ComparisonError("no run to compare: none finished with its evaluation (eval.jsonl)")
     reference = runs[0]
     ref_ids = {e.id: e.seed for e in reference.episodes}
     problems = []

@@ -16,6 +16,7 @@ from training.analysis.compared_runs import load_run
 from training.analysis.comparison import ComparisonError, compare_metrics
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
+from training.outputs.run_record import health_stops
 
 RUN_FILE = run_files.WORKFLOW_RUN
 
@@ -39,6 +40,7 @@ def run_rows(outcomes) -> list[dict]:
             "heldout_before": summary.get("heldout_reward_before"), "eval_mean": evaluation.get("mean"),
             "eval_n": evaluation.get("n"), "command": launches[-1]["command"] if launches else None,
             "error": o.error, "run_dir": str(cell.run_dir),
+            "health_stops": health_stops(cell.run_dir),  # earlier attempts too: a run resumed by hand past one
         })
     return rows
 
@@ -134,6 +136,9 @@ def report_markdown(workflow, summary: dict) -> str:
         lines.append(f"| {r['index']} | {r['name']} | {r['status']} | {r['launches']} | {r['wall_s']:.0f} | "
                      f"{_fmt(r['global_step'])} | {_fmt(r['heldout_before'])} | {_fmt(r['eval_mean'])} |")
     for r in summary["runs"]:
+        if r["health_stops"] and not r["error"]:
+            lines += ["", f"{r['name']} was stopped by a strict health check in an earlier attempt, then resumed: "
+                      + "; ".join(r["health_stops"])]
         if r["error"]:
             lines += ["", f"### {r['name']} failed", "", "```", r["error"], "```"]
     lines += ["", "Commands (the last launch of each run):", "", "```"]
