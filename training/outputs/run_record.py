@@ -31,6 +31,10 @@ INTERRUPTED = "interrupted: no clean exit (killed, or lost its machine) after it
 HEALTH_STOP = "error: RunHealthError: "  # how training.train ends an attempt a strict health check stopped
 
 
+def _health_stopped(attempt: dict) -> bool:
+    return str(attempt.get("ended") or "").startswith(HEALTH_STOP)
+
+
 def _attempts(output_dir: str | Path) -> list[dict]:
     path = Path(output_dir) / RECORD_FILE
     return json.loads(path.read_text()).get("attempts", []) if path.exists() else []
@@ -39,13 +43,13 @@ def _attempts(output_dir: str | Path) -> list[dict]:
 def health_stops(output_dir: str | Path) -> list[str]:
     """Every attempt of the run in `output_dir` that a strict health check stopped: 'step N: <message>' each."""
     return [f"step {a.get('last_step')}: {a['ended'].removeprefix(HEALTH_STOP)}"
-            for a in _attempts(output_dir) if str(a.get("ended") or "").startswith(HEALTH_STOP)]
+            for a in _attempts(output_dir) if _health_stopped(a)]
 
 
 def ended_on_health_stop(output_dir: str | Path) -> bool:
     """Whether the run's last attempt was stopped by a strict health check (resuming it would go on past the check)."""
     attempts = _attempts(output_dir)
-    return bool(attempts) and str(attempts[-1].get("ended") or "").startswith(HEALTH_STOP)
+    return bool(attempts) and _health_stopped(attempts[-1])
 
 
 class RunRecord:
