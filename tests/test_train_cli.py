@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from training.features.reward_checks import NonFiniteRewardError
+from training.outputs.run_record import ended_on_health_stop, health_stops
 from training.run_setup.prompt_datasets import DatasetError
+from training.step.health import RunHealthError
 from training.train import RecipeError, main
 
 RECIPE = "recipes/tiny_cpu.yaml"
@@ -148,3 +151,24 @@ def test_the_issue_42_reproduction_is_refused_naming_the_environment_variable(tm
                            "(bf16: false"), last
     assert "Traceback" not in proc.stderr
     assert not (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("stop, health", [
+    (NonFiniteRewardError("reward function 'parent' returned nan for completion 0"), True),  # a subclass counts too
+    (RunHealthError("health/grad_spike fired for 3 consecutive steps (up to step 0)"), True),
+    (RuntimeError("boom"), False),
+])
+def test_how_an_attempt_ended_tells_the_workflow_whether_a_health_check_stopped_it(tmp_path, monkeypatch, stop, health):
+    import training.train as train_module
+
+    def stopped(*args):
+        raise stop
+
+    monkeypatch.setattr(train_module, "train_and_report", stopped)
+    out = tmp_path / "run"
+    with pytest.raises(type(stop)):
+        run(out, "--max_steps", "3")
+    attempt = json.loads((out / "run_record.json").read_text())["attempts"][-1]
+    assert attempt["ended"] == f"error: {type(stop).__name__}: {stop}"
+    assert ended_on_health_stop(out) is health
+    assert health_stops(out) == ([f"step 0: {stop}"] if health else [])

@@ -50,6 +50,7 @@ from training.run_setup.recipe import (
 )
 from training.run_setup.run_recipe import ApplyRecipeOnResume, attempt_recipe
 from training.step.callbacks import RunRecordCallback, keep_metrics_up_to
+from training.step.health import RunHealthError
 from training.step.plain_trl import PlainTRLGRPOTrainer
 from training.step.reward_retry import with_retries
 from training.trainer import StrictGRPOTrainer
@@ -201,7 +202,8 @@ def main(argv: list[str] | None = None) -> dict:
             return train_and_report(run, checkpoint, record)
         except BaseException as err:
             try:
-                record.end(f"error: {type(err).__name__}: {err}"[:500])
+                record.end(f"error: {type(err).__name__}: {err}"[:500],
+                           health_stop=str(err)[:500] if isinstance(err, RunHealthError) else None)
             except OSError as record_err:  # e.g. the disk is full: the error being raised is the one to report
                 logger.error("Could not record how the attempt ended: %s", record_err)
             raise

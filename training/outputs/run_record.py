@@ -2,7 +2,8 @@
 
 - `attempts`: one entry per start of `training.train` in this output_dir: when it started, from which checkpoint, its
   wall time up to its last sign of life (a logged step, a save, a phase boundary), the step it reached, and how it
-  ended (`completed`, the error that stopped it, or `interrupted` when it never said: killed, out of memory).
+  ended (`completed`, the error that stopped it, or `interrupted` when it never said: killed, out of memory), and
+  `health_stop`: the message of the strict health check that stopped it (a `RunHealthError` or a subclass), if one did.
 - `heldout_history`: every held-out evaluation with its optimizer step (step 0: before training). On resume from
   checkpoint-N, evaluations after step N are dropped: the resumed attempt evaluates those steps again.
 - `heldout_before`, `heldout_after`: the evaluations before training and after the last step (`after` carries its
@@ -28,11 +29,15 @@ logger = logging.getLogger(__name__)
 
 RECORD_FILE = run_files.RUN_RECORD
 INTERRUPTED = "interrupted: no clean exit (killed, or lost its machine) after its last sign of life"
-HEALTH_STOP = "error: RunHealthError: "  # how training.train ends an attempt a strict health check stopped
+LEGACY_HEALTH_STOP = "error: RunHealthError: "  # how records written before `health_stop` name such an attempt
 
 
-def _health_stopped(attempt: dict) -> bool:
-    return str(attempt.get("ended") or "").startswith(HEALTH_STOP)
+def _health_stop(attempt: dict) -> str | None:
+    """What stopped `attempt` if a strict health check (a `RunHealthError`, its subclasses included) did, else None."""
+    if attempt.get("health_stop"):
+        return attempt["health_stop"]
+    ended = str(attempt.get("ended") or "")
+    return ended.removeprefix(LEGACY_HEALTH_STOP) if ended.startswith(LEGACY_HEALTH_STOP) else None
 
 
 def _attempts(output_dir: str | Path) -> list[dict]:
@@ -42,14 +47,13 @@ def _attempts(output_dir: str | Path) -> list[dict]:
 
 def health_stops(output_dir: str | Path) -> list[str]:
     """Every attempt of the run in `output_dir` that a strict health check stopped: 'step N: <message>' each."""
-    return [f"step {a.get('last_step')}: {a['ended'].removeprefix(HEALTH_STOP)}"
-            for a in _attempts(output_dir) if _health_stopped(a)]
+    return [f"step {a.get('last_step')}: {_health_stop(a)}" for a in _attempts(output_dir) if _health_stop(a)]
 
 
 def ended_on_health_stop(output_dir: str | Path) -> bool:
     """Whether the run's last attempt was stopped by a strict health check (resuming it would go on past the check)."""
     attempts = _attempts(output_dir)
-    return bool(attempts) and _health_stopped(attempts[-1])
+    return bool(attempts) and _health_stop(attempts[-1]) is not None
 
 
 class RunRecord:
@@ -132,8 +136,12 @@ class RunRecord:
         self.current["recipe_changes"] = changes
         self.save()
 
-    def end(self, how: str, step: int | None = None, heldout_history: list[dict] | None = None) -> None:
+    def end(self, how: str, step: int | None = None, heldout_history: list[dict] | None = None,
+            health_stop: str | None = None) -> None:
+        """Close this attempt: `how` it ended, and, when a strict health check stopped it, the check's message (the
+        workflow never resumes such a run: training.workflow)."""
         self.current["ended"] = how
+        self.current["health_stop"] = health_stop
         self.heartbeat(step, heldout_history)
 
     @property
