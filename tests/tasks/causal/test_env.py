@@ -42,9 +42,9 @@ def test_choose_makes_the_listed_options_intervention_and_refuses_a_number_not_l
     for bad in (0, len(env.belief.options) + 1, "1", 1.0, True):
         assert env.choose(bad).startswith("error: option must be the number of one the last reply listed (1 to ")
     assert env.record.invalid["unknown_option"] == 5 and (env._rng.bit_generator.state, env.surrogate.updates) == state
-    frozen = make_causal_env(active=False)()
-    frozen.reset(**row(budget=3))
-    assert "none (the effects are unknown: observe)" in frozen.choose(1)
+    unknown = make_causal_env("noop")()
+    unknown.reset(**row(budget=3))
+    assert "none (the effects are unknown: observe)" in unknown.choose(1)
 
 
 def test_reset_summarises_initial_data_and_a_call_reports_the_target_the_calls_left_and_the_options():
@@ -81,7 +81,7 @@ def test_each_call_updates_the_surrogate_at_once_and_a_frozen_one_never():
     frozen = make_causal_env(active=False)()
     frozen.reset(**row(budget=4))
     frozen.intervene("X1", 1.0)
-    assert frozen.record.steps[0].info_gain == 0.0 and frozen.surrogate.updates == 0
+    assert frozen.record.steps[0].info_gain == 0.0 and frozen.surrogate.updates == 1  # the initial rows only
     assert frozen.record.steps[0].expected_info_gain == 0.0
 
 
@@ -134,7 +134,7 @@ def test_frozen_and_noop_surrogates_never_learn():
     frozen.reset(**row())
     h = frozen.surrogate.entropy()
     frozen.intervene("X1", 1.0)
-    assert frozen.surrogate.updates == 0 and frozen.surrogate.entropy() == h
+    assert frozen.surrogate.updates == 1 and frozen.surrogate.entropy() == h
     assert frozen.record.steps[-1].info_gain == 0.0
     noop = make_causal_env("noop")()
     noop.reset(**row())

@@ -52,6 +52,6 @@ def test_the_rollout_refuses_before_reset_and_observes_when_effects_are_unknown(
 
     with pytest.raises(ValueError, match="reset"):
         RolloutPolicy()(CausalEnv(), np.random.default_rng(0))
-    frozen = make_causal_env(active=False)()
-    frozen.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
-    assert RolloutPolicy()(frozen, np.random.default_rng(0)) == ("observe", {})
+    unknown = make_causal_env("noop")()
+    unknown.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))
+    assert RolloutPolicy()(unknown, np.random.default_rng(0)) == ("observe", {})

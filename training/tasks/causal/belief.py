@@ -30,8 +30,8 @@ against information for later, with the budget left in view, is the policy's to 
   reads the same evidence and chases information only.
 
 Where the surrogate cannot draw models (it has none, as the no-op surrogate; or fewer than 2 non-intervened rows for
-some node, as a frozen surrogate that never saw data) the effects are unknown: the line gives the marginals only and
-says so, and the teacher observes. Nothing is made up.
+some node, as an episode with too few initial samples) the effects are unknown: the line gives the marginals only
+and says so, and the teacher observes. Nothing is made up.
 
 Example (one decimal for values as a tool call's JSON writes them, `3.0`):
     Options:
@@ -181,6 +181,6 @@ def _models(surrogate, draws: int, rng: np.random.Generator):
 
 def belief_rng(seed: int, updates: int) -> np.random.Generator:
     """The belief's generator after `updates` surrogate updates of the episode seeded `seed`: the same history gives
-    the same line (a GRPO group's rollouts making the same calls see the same belief), and a surrogate that never
-    updates (frozen) shows the same line at every call."""
+    the same line (a GRPO group's rollouts making the same calls see the same belief), and a surrogate frozen after
+    the initial rows shows the same options at every call."""
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(updates), BELIEF_SEED_KEY]))

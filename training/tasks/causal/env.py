@@ -9,14 +9,15 @@ is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
 episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
-frozen): the reply to the model is the target's sampled value (one decimal; the whole rows are in the record), the
-calls left, and the options after those rows (`training.tasks.causal.belief`: per candidate call, its expected
-improvement, expected information gain, whether it reaches a new cell, and P(parent of the target); no weighing of
-them). Reset's text ends with the options after the initial rows. A frozen surrogate's line never changes. The reply
-does not grow with the number of variables, so an SCM of 12 variables reads like one of 4. A call the
-environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the
-variable's range, an option number the last reply did not list, or a call past the budget) is answered with an
-``error: ...`` string and counted under its kind; it samples nothing, updates nothing and uses no budget.
+frozen: a frozen surrogate learns from the initial rows only, never from a call): the reply to the model is the
+target's sampled value (one decimal; the whole rows are in the record), the calls left, and the options after those
+rows (`training.tasks.causal.belief`: per candidate call, its expected improvement, expected information gain,
+whether it reaches a new cell, and P(parent of the target); no weighing of them). Reset's text ends with the options
+after the initial rows; a frozen surrogate's belief stays the one after them. The reply does not grow with the
+number of variables, so an SCM of 12 variables reads like one of 4. A call the environment refuses (unknown
+variable, the target, a value that is not a number, not finite or outside the variable's range, an option number the
+last reply did not list, or a call past the budget) is answered with an ``error: ...`` string and counted under its
+kind; it samples nothing, updates nothing and uses no budget.
 
 Every call is recorded (`StepRecord`): the call, its validity, the text returned, the posterior entropy before and
 after, the information gain (their difference), the target's sampled value and, for interventions, E[target | do]
@@ -274,7 +275,7 @@ class CausalEnv:
     """One episode of interventions on a seeded SCM (see module docstring). Configure via `make_causal_env`."""
 
     surrogate_kind = "exact"  # a SURROGATES name (recipe: `environment_settings: {surrogate_kind: additive}`)
-    active = True  # False: the surrogate is frozen (never updated)
+    active = True  # False: the surrogate is frozen after the initial rows (never updated by a call)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -328,7 +329,7 @@ class CausalEnv:
         self._seed = int(seed)
         self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, max_parents)
         rows = self.scm.sample(initial, self._rng)
-        if initial and self.active:
+        if initial:  # frozen too: the ablation holds the belief still, it does not take it away
             self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
         self._last_posterior, self._last_entropy = self._surrogate.posterior(), self._surrogate.entropy()
         self._record = EpisodeRecord(self.scm, budget, self._last_entropy, self.scm.expected_target(),
@@ -485,7 +486,8 @@ class CausalEnv:
 def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
     """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
     (`SURROGATES`: "exact" the linear-Gaussian one, "additive" the nonlinear one, "learned", "noop");
-    `active=False` freezes the surrogate (it never updates). What a recipe's `environment_settings` makes."""
+    `active=False` freezes the surrogate after the initial rows (no call updates it). What a recipe's
+    `environment_settings` makes."""
     from training.run_setup.environment_settings import configured_environment
 
     return configured_environment(CausalEnv, {"surrogate_kind": surrogate, "active": active}, "make_causal_env")

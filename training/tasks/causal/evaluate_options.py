@@ -38,7 +38,7 @@ def add_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--surrogate", choices=sampled, help="the environment's surrogate (default: the recipe's; "
                        "additive: nonlinear mechanisms; learned: SCMs larger than the exact one handles)")
     group.add_argument("--frozen", action="store_true", default=None,
-                       help="freeze the surrogate: the posterior never updates after reset")
+                       help="freeze the surrogate after the initial samples: no call updates the posterior")
 
 
 def with_options(args: argparse.Namespace, spec: EvalSpec) -> EvalInputs | None:
