@@ -439,7 +439,9 @@ def _run_phases(workflow: Workflow, args: argparse.Namespace, cells: list[Cell],
         # cells that evaluate another cell's adapter run once that cell has finished
         later = [c for c in todo if c.adapter_dir is not None]
         outcomes += runner.run([c for c in todo if c.adapter_dir is None])
-        trained = {c.run_dir for c in cells if cell_state(c) == "finished"}
+        # looked up among all the workflow's runs, not only those selected (`--only-run K` of such a cell)
+        evaluated = {c.adapter_dir for c in later}
+        trained = {c.run_dir for c in workflow.cells if c.run_dir in evaluated and cell_state(c) == "finished"}
         blocked = [c for c in later if c.adapter_dir not in trained]
         for cell in blocked:
             error = f"the run it evaluates ({cell.adapter_dir.name}) did not finish"

@@ -230,3 +230,19 @@ def test_each_run_is_launched_with_its_recipes_precision(tmp_path):
                                                           "bf16": {"overrides": {"bf16": True}}}))
     precision = {cell.variant: (cmd := cell_command(wf, cell))[cmd.index("--mixed_precision") + 1] for cell in wf.cells}
     assert precision == {"fp32": "no", "bf16": "bf16"}
+
+
+def test_only_run_of_an_evaluation_takes_the_finished_run_it_evaluates(tmp_path):
+    wf = load_workflow(write_workflow(tmp_path, seeds=[0], overrides={"max_steps": 4}, variants={
+        "trained": {}, "again": {"evaluate_only": True, "adapter_of": "trained"}}))
+    trained, again = wf.cells
+    write_cell_files(trained)
+    summary = main(["--config", str(wf.path), "--only-run", str(again.index)])
+    assert summary["failed"] == [again.name]  # the trained run has not run yet
+    assert not (again.run_dir / "workflow_run.json").exists() or not json.loads(
+        (again.run_dir / "workflow_run.json").read_text()).get("launches")
+    (trained.run_dir / "run_summary.json").write_text(json.dumps({"global_step": 4, "stopped_reason": "completed"}))
+    assert cell_state(trained) == "finished"
+    main(["--config", str(wf.path), "--only-run", str(again.index)])  # its evaluation launches (and fails: no model)
+    launches = json.loads((again.run_dir / "workflow_run.json").read_text())["launches"]
+    assert len(launches) == 1 and launches[0]["command"][3] == str(trained.run_dir)
