@@ -73,3 +73,13 @@ def test_every_registered_policy_plays_an_episode(name):
     record = run_policy(POLICIES[name](), row, 0)
     assert record.used == 3
     assert all(step.valid for step in record.steps), [step.outcome for step in record.steps]
+
+
+def test_the_costly_policies_are_left_out_by_default_above_eight_variables_and_run_when_named(capsys):
+    from training.tasks.causal.policy_episodes import supported_policies
+
+    assert {"greedy_eig", "rollout"} <= set(supported_policies(None, "exact", 8))
+    at_twelve = supported_policies(None, "exact", 12)
+    assert "greedy_eig" not in at_twelve and "rollout" not in at_twelve and "belief_line" in at_twelve
+    assert "rollout, greedy_eig left out: on SCMs of 12 variables" in capsys.readouterr().out
+    assert supported_policies("greedy_eig,random", "exact", 12) == ["greedy_eig", "random"]
