@@ -84,7 +84,8 @@ def supported_policies(given: str | None, surrogate: str, n_vars: int = 0) -> li
                   f"surrogate has no batched lookahead (what_if_many)")
         if n_vars > COSTLY_MAX_VARS:
             print(f"--policies: {', '.join(COSTLY_POLICIES)} left out: on SCMs of {n_vars} variables (more than "
-                  f"{COSTLY_MAX_VARS}) they take tens of seconds to minutes a call; name them in --policies to run them")
+                  f"{COSTLY_MAX_VARS}) they take tens of seconds to minutes a call; name them in --policies to run "
+                  "them")
             names = [p for p in names if p not in COSTLY_POLICIES]
         return names
     names = given.split(",")
