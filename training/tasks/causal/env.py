@@ -474,7 +474,7 @@ class CausalEnv:
         self._last_posterior = step.posterior_after = self._surrogate.posterior()
         self._last_entropy = step.entropy_after = self._surrogate.entropy()
         step.info_gain = step.entropy_before - step.entropy_after
-        if not self.active:  # a frozen surrogate sees nothing, now or in expectation
+        if not self.active:  # a frozen surrogate learns nothing from a call, now or in expectation
             step.expected_info_gain = 0.0
         self._sync_record()
 
