@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--baseline", help="the model (group) every other one is compared against first")
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm)")
     parser.add_argument("--normality-alpha", type=float, default=NORMALITY_ALPHA,
-                        help="Shapiro-Wilk level below which the non-parametric test is used")
+                        help="Shapiro-Wilk level of the ANOVA residuals below which the omnibus test is Friedman's")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="convergence moving-average window")
     parser.add_argument("--band", type=float, default=DEFAULT_BAND, help="convergence band (reward units)")
     parser.add_argument("--metric", action="append", default=None, help="a per-episode metric to compare "

@@ -2,6 +2,8 @@
 data, the effectsize package's d_z interval, Field's bushtucker repeated-measures ANOVA, the SciPy docs' Friedman
 example, and Holm's procedure worked by hand."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -40,15 +42,30 @@ def test_paired_cohens_d_and_its_ci_match_the_effectsize_package():
     assert effect.ci95 == pytest.approx((-2.12, -0.41), abs=0.005)
 
 
-def test_the_test_is_chosen_by_the_normality_of_the_differences():
-    # The sleep differences fail Shapiro-Wilk at 0.05 (p = 0.033): Wilcoxon, with the reason; at 0.01 they pass.
-    strict = compare_paired(SLEEP_1, SLEEP_2)
-    assert strict.test == "wilcoxon" and "Shapiro-Wilk p = 0.0333" in strict.reason
-    assert strict.p == pytest.approx(0.009091, abs=1e-6)
-    lenient = compare_paired(SLEEP_1, SLEEP_2, normality_alpha=0.01)
-    assert lenient.test == "paired_t" and lenient.p == pytest.approx(0.002833, abs=1e-6)
-    constant = compare_paired([1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 2.0, 3.0])
-    assert constant.test == "wilcoxon" and "no variance" in constant.reason and constant.d_z is None
+def test_the_sign_flip_test_on_sleep_data_is_exact_and_equals_an_enumeration_of_its_sign_vectors():
+    # 10 patients: all 2^10 sign vectors, counted by brute force here; p = share with |mean| >= the observed one.
+    d = np.subtract(SLEEP_1, SLEEP_2)
+    flips = np.array(list(itertools.product([1.0, -1.0], repeat=len(d))))
+    means = (flips * d).mean(axis=1)
+    expected = np.mean(np.abs(means) >= abs(d.mean()) - 1e-12)
+    result = compare_paired(SLEEP_1, SLEEP_2)
+    assert result.test == "permutation" and "all 1024 sign flips" in result.reason
+    assert result.p == pytest.approx(expected, abs=1e-12) and result.p == pytest.approx(0.00390625)  # 4 of 1024
+    assert result.mean_diff == pytest.approx(-1.58) and result.mean_diff_ci95 == pytest.approx((-2.4598858, -0.7001142))
+    constant = compare_paired([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    assert constant.p == 1.0 and constant.mean_diff_ci95 is None and constant.d_z is None
+
+
+def test_the_verdict_follows_the_mean_where_the_wilcoxon_test_follows_the_median():
+    # 128 units: 100 lose a little (-0.02), 28 gain a lot (+0.2). The mean gains (+0.028), the median loses: the
+    # Wilcoxon test (the rule before) calls A significantly worse; the verdict now tests the mean, as its interval does.
+    a = np.r_[np.full(100, -0.02), np.full(28, 0.2)] + np.linspace(0, 1e-3, 128)
+    b = np.linspace(0, 1e-3, 128)
+    assert wilcoxon_signed_rank(a, b).p < 0.05 and np.median(a - b) < 0 < np.mean(a - b)
+    result = compare_paired(a, b)
+    assert "20000 random sign flips" in result.reason
+    assert result.mean_diff > 0 and result.mean_diff_ci95[0] > 0 and result.p < 0.01
+    assert compare_paired(a, b).p == result.p  # the seed is fixed: a rebuilt report gives the same p
 
 
 def test_repeated_measures_anova_matches_fields_bushtucker_example():

@@ -17,7 +17,7 @@ the task's evaluation wrote into `eval_summary.json` (`metric_directions`: regre
 metric with a direction in all the runs is compared, `score` first; `--metric NAME` (repeatable) picks. Each metric
 gets its own tests, Holm-corrected within the metric.
 Tests (training/analysis/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
-paired t-tests or Wilcoxon signed-rank tests with Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
+sign-flip permutation tests of the mean difference (with its paired t interval) and Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
 the convergence step of each run (training/analysis/convergence.py). With `--baseline`, each seed of a model with
 several is also tested alone against the baseline (`per_seed`, Holm over those tests). `--by FIELD` repeats the
 comparison within each value of a field of the episodes' records (the causal task's `mechanism`). Writes
@@ -176,13 +176,12 @@ def compare(
             "train_curve": curve_with_ci([r.train_curve for r in groups[name] if r.train_curve]),
         })
 
-    per_seed = seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, normality_alpha,
-                          better)
+    per_seed = seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, better)
     pairs = list(itertools.combinations(range(len(names)), 2))
     if baseline is not None:  # the baseline second: mean_diff is "A minus the baseline"
         b = names.index(baseline)
         pairs = [(i, j) if j == b else (j, i) if i == b else (i, j) for i, j in pairs]
-    results = [compare_paired(scores[:, i], scores[:, j], normality_alpha) for i, j in pairs]
+    results = [compare_paired(scores[:, i], scores[:, j]) for i, j in pairs]
     reject, adjusted = holm([r.p for r in results], alpha)
     pairwise = []
     for (i, j), result, rej, p_adj in zip(pairs, results, reject, adjusted, strict=True):
@@ -210,8 +209,7 @@ def compare(
     }
 
 
-def seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, normality_alpha,
-               better) -> list[dict]:
+def seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, better) -> list[dict]:
     """With a baseline: each run of a model with several seeds against the baseline model on its own, paired over
     the same rows (is the change there on every seed, not only on their mean?), Holm over all these tests."""
     if baseline is None:
@@ -224,7 +222,7 @@ def seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alp
         for run in groups[name]:
             values = np.array([_value(e, metric) for e in sorted_by(run, ids)])[scorable]
             _, per_row = unit_means(values[:, None], rows)
-            tests.append((name, run, compare_paired(per_row[:, 0], scores[:, b], normality_alpha)))
+            tests.append((name, run, compare_paired(per_row[:, 0], scores[:, b])))
     reject, adjusted = holm([t.p for _, _, t in tests], alpha)
     return [{"model": name, "a": run.name, "seed": run.seed, "b": baseline, **result.as_json(), "p_holm": p_adj,
              "significant": rej, "verdict": verdict(run.name, baseline, result.mean_diff, rej, better)}

@@ -2,8 +2,11 @@
 
 Built on `scipy.stats` and `statsmodels`; the choices between tests are made here and reported with their reason:
 
-* two models: the paired t-test on the differences d_i = a_i - b_i, or the Wilcoxon signed-rank test when the
-  differences are far from normal (Shapiro-Wilk p < `normality_alpha`) or have no variance;
+* two models: a sign-flip permutation test of the mean difference mean(d), d_i = a_i - b_i (under "no
+  difference" each d_i is as likely to have either sign), beside the paired t interval of the same mean. Both are
+  about the mean, the quantity every verdict states, so an interval that excludes 0 and a verdict of "no
+  difference" cannot come from two tests of different things (the Wilcoxon signed-rank test, used before, tests
+  the pseudo-median: on skewed rewards it can call a model worse whose mean is higher);
 * effect size: Cohen's d for paired samples, d_z = mean(d) / sd(d), with a CI from the noncentral t distribution
   (t = d_z sqrt(n) follows a noncentral t with n-1 df and noncentrality delta sqrt(n));
 * several models: one-way repeated-measures ANOVA (statsmodels `AnovaRM`; episodes are the subjects), or the
@@ -85,6 +88,33 @@ def wilcoxon_signed_rank(a, b) -> WilcoxonTest:
     return WilcoxonTest(float(result.statistic), float(result.pvalue), len(nonzero))
 
 
+PERMUTATIONS = 20_000  # random sign flips when 2^n is more; the smallest two-sided p it gives is 2 / 20001
+PERMUTATION_SEED = 0   # fixed: a report rebuilt from the same episodes gives the same p-values
+
+
+@dataclass(frozen=True)
+class PermutationTest:
+    """Two-sided sign-flip permutation test of mean(d): exact (all 2^n sign vectors) when 2^n <= `PERMUTATIONS`,
+    else `PERMUTATIONS` random ones (p counts the observed vector, so it is never 0)."""
+
+    mean_diff: float
+    p: float
+    exact: bool
+    resamples: int
+
+
+def permutation_mean_test(a, b) -> PermutationTest:
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if not np.any(d):
+        return PermutationTest(0.0, 1.0, True, 1)
+    exact = len(d) < 63 and 2 ** len(d) <= PERMUTATIONS
+    result = stats.permutation_test(
+        (d,), np.mean, permutation_type="samples", vectorized=True, n_resamples=PERMUTATIONS, batch=2_000,
+        alternative="two-sided", rng=np.random.default_rng(PERMUTATION_SEED))
+    return PermutationTest(float(np.mean(d)), float(result.pvalue), exact,
+                           2 ** len(d) if exact else PERMUTATIONS)
+
+
 def shapiro_p(values) -> float | None:
     """Shapiro-Wilk p-value of `values`; None when it is undefined (fewer than 3 values, or all equal)."""
     values = np.asarray(values, float)
@@ -132,18 +162,16 @@ def cohens_dz(a, b, level: float = 0.95) -> EffectSize:
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """Two models on the same n episodes: which test was used and why, its p-value, the effect size."""
+    """Two models on the same n units: the permutation test's p, the paired t-test of the same mean (its interval is
+    `mean_diff_ci95`), the effect size."""
 
     n: int
     mean_diff: float
     mean_diff_ci95: tuple[float, float] | None
     test: str
     reason: str
-    statistic: float
     p: float
-    shapiro_p: float | None
     t_test: dict | None
-    wilcoxon: dict
     d_z: float | None
     d_z_ci95: tuple[float, float] | None
 
@@ -151,40 +179,26 @@ class PairedComparison:
         return asdict(self)
 
 
-def compare_paired(a, b, normality_alpha: float = NORMALITY_ALPHA) -> PairedComparison:
-    """The paired t-test when the differences look normal (Shapiro-Wilk p >= `normality_alpha`), else Wilcoxon
-    signed-rank; both are computed and reported, the `test` field says which one `p` is."""
+def compare_paired(a, b) -> PairedComparison:
+    """The sign-flip permutation test of mean(a - b) gives `p`; the paired t-test of the same mean gives the interval
+    (None when the differences have no variance)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired samples need equal 1-d shapes, got {a.shape} and {b.shape}")
     if len(a) < 3:
         raise ValueError(f"a paired comparison needs at least 3 common episodes, got {len(a)}")
-    d = a - b
-    wil = wilcoxon_signed_rank(a, b)
+    perm = permutation_mean_test(a, b)
     effect = cohens_dz(a, b)
-    sp = shapiro_p(d)
-    if effect.d_z is None:
-        t_test = None
-        test, reason = "wilcoxon", "the differences are all equal (no variance): the t-test is undefined"
-    else:
-        t_res = paired_t(a, b)
-        t_test = asdict(t_res)
-        if sp is not None and sp < normality_alpha:
-            test, reason = "wilcoxon", f"differences far from normal (Shapiro-Wilk p = {sp:.3g} < {normality_alpha})"
-        else:
-            test, reason = "paired_t", f"differences compatible with normal (Shapiro-Wilk p = {sp:.3g})"
-    statistic, p = (t_test["t"], t_test["p"]) if test == "paired_t" else (wil.statistic, wil.p)
+    t_test = None if effect.d_z is None else asdict(paired_t(a, b))
+    flips = f"all {perm.resamples} sign flips" if perm.exact else f"{perm.resamples} random sign flips"
     return PairedComparison(
-        n=len(d),
-        mean_diff=float(np.mean(d)),
+        n=len(a),
+        mean_diff=perm.mean_diff,
         mean_diff_ci95=t_test["ci95"] if t_test else None,
-        test=test,
-        reason=reason,
-        statistic=float(statistic),
-        p=float(p),
-        shapiro_p=sp,
+        test="permutation",
+        reason=f"sign-flip test of the mean difference, {flips}",
+        p=perm.p,
         t_test=t_test,
-        wilcoxon=asdict(wil),
         d_z=effect.d_z,
         d_z_ci95=effect.ci95,
     )

@@ -13,8 +13,8 @@ its own direction:
 * per policy, the mean over the held-out SCMs, ± the std of the per-seed means (training noise; none for one seed),
   and each seed's mean over its episodes;
 * is the difference real: the unit of replication is the SCM (the episode's `row`): its episodes share it and are not
-  independent, so each SCM's metric is averaged over its episodes and the policy's seeds, and the paired test (paired
-  t, or Wilcoxon when the differences are far from normal; Cohen's d_z) runs over SCMs, Holm-corrected within each
+  independent, so each SCM's metric is averaged over its episodes and the policy's seeds, and the paired test (a
+  sign-flip permutation test of the mean difference, with its paired t interval; Cohen's d_z) runs over SCMs, Holm-corrected within each
   metric over every pair of policies; beside it, Welch's t on the per-seed means. Without `--versus`, every pair.
 
 Episodes are matched by id (row, sample) and seed across all directories (`training.compare`): evaluate every policy
