@@ -216,13 +216,16 @@ def test_a_finished_run_leaves_its_final_episodes_beside_the_summary(launched_cp
     assert final["step"] == summary["global_step"] and final["heldout_seed"] == summary["training_args"]["heldout_seed"]
     assert (out / "heldout" / "step-000000" / "eval.jsonl").exists()  # the evaluation before training
     # the end-of-run change: per held-out row, the final minus the step-0 mean reward, over the rows
-    (change,) = summary["heldout_change"]
-    start = read_episodes(out / "heldout" / "step-000000")
-    per_row = {r: np.mean([e.score for e in start if e.row == r]) - np.mean([e.score for e in episodes if e.row == r])
-               for r in {e.row for e in episodes}}
-    assert change["metric"] == "reward" and change["rows"] == 4
-    assert change["diff"] == pytest.approx(-np.mean(list(per_row.values())))
-    assert change["ci95"][0] <= change["diff"] <= change["ci95"][1] and change["verdict"]
+    change = {c["metric"]: c for c in summary["heldout_change"]}
+    assert list(change) == ["reward", "greedy_reward"]  # the sampled reward GRPO optimises, then greedy decoding's
+    for metric, file in (("reward", "eval.jsonl"), ("greedy_reward", "eval_greedy.jsonl")):
+        start = read_episodes(out / "heldout" / "step-000000" / file)
+        final = read_episodes(out / "heldout" / f"step-{summary['global_step']:06d}" / file)
+        per_row = [np.mean([e.score for e in final if e.row == r]) - np.mean([e.score for e in start if e.row == r])
+                   for r in {e.row for e in final}]
+        assert change[metric]["rows"] == 4 and change[metric]["diff"] == pytest.approx(np.mean(per_row))
+        lo, hi = change[metric]["ci95"]
+        assert lo <= change[metric]["diff"] <= hi and change[metric]["verdict"]
 
 
 def test_runs_trained_with_different_seeds_are_paired_by_default(make_trainer, rows):

@@ -96,7 +96,8 @@ class HeldoutEvaluation:
 
     def row_metrics(self, step: int) -> tuple[dict[str, dict[int, float]], dict[str, str]] | None:
         """Per held-out row, the metrics of the evaluation at optimizer step `step` averaged over its sampled
-        episodes (read from its files), with which way each is better; None when that evaluation left no files."""
+        episodes (read from its files), and `greedy_reward` from its greedy episodes, with which way each is better;
+        None when that evaluation left no files."""
         directory = step_dir(self.trainer.args.output_dir, step)
         if not (directory / EVAL_FILE).exists():
             return None
@@ -104,6 +105,10 @@ class HeldoutEvaluation:
         directions = {**self.metric_directions, "reward": "higher"}  # the task's own first, as the docs show them
         metrics = {name: row_means((e.row, e.score if name == "reward" else e.value(name)) for e in episodes)
                    for name in directions}
+        greedy_file = directory / GREEDY_FILE
+        greedy = row_means((e.row, e.score) for e in read_episodes(greedy_file)) if greedy_file.exists() else {}
+        if greedy:  # what the policy does when deployed with greedy decoding; GRPO optimises the sampled reward
+            metrics["greedy_reward"], directions["greedy_reward"] = greedy, "higher"
         return metrics, directions
 
     @property
@@ -114,12 +119,13 @@ class HeldoutEvaluation:
     def change_since_start(self) -> list[MetricChange]:
         """The paired change of every held-out metric from the step-0 evaluation to the one at the current step
         (training.evaluation.heldout_change); empty before any step, or when either evaluation left no files (main process
-        only writes them)."""
+        only writes them). The greedy reward's change is there when both evaluations scored greedy episodes."""
         step = self.trainer.state.global_step
         start, final = (self.row_metrics(0), self.row_metrics(step)) if step > 0 else (None, None)
         if start is None or final is None:
             return []
-        return changes(start[0], final[0], final[1])
+        directions = {m: better for m, better in final[1].items() if m in start[0]}
+        return changes(start[0], final[0], directions)
 
     def _warn_unscorable(self, episodes: list[Episode]) -> None:
         bad = [e for e in episodes if e.score is None]
