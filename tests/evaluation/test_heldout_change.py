@@ -1,10 +1,14 @@
 """The end-of-run held-out change: paired per row, a Student-t 95% interval over rows, and the verdict in words."""
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
 
-from training.evaluation.heldout_change import changes, paired_change, row_means
+from training.errors import BadInputError
+from training.evaluation.episodes import Episode, write_episodes
+from training.evaluation.heldout_change import changes, main, paired_change, row_means, run_changes
 
 
 def test_row_means_average_each_rows_episodes_and_leave_out_unscorable_ones():
@@ -43,3 +47,38 @@ def test_the_figure_line_keeps_the_numbers_and_the_verdict():
     change = paired_change("regret", "lower", {i: 1.0 for i in range(4)}, {i: 1.0 + 0.1 * (i % 2) for i in range(4)})
     assert change.short() == (f"regret: 1.000 -> 1.050 (+0.050, 95% CI [{change.ci95[0]:+.3f}, {change.ci95[1]:+.3f}], "
                               "4 rows): no detectable change")
+
+
+def _evaluation(directory, scores, regrets, greedy_scores=None):
+    """A held-out evaluation as training writes it: sampled episodes (2 per row) and, optionally, greedy ones."""
+    episodes = [Episode(row=r, sample=s, seed=10 * r + s, score=scores[r][s], metrics={"regret": regrets[r][s]})
+                for r in range(len(scores)) for s in range(2)]
+    write_episodes(directory, episodes, {"metric_directions": {"score": "higher", "regret": "lower"}})
+    if greedy_scores is not None:
+        with open(directory / "eval_greedy.jsonl", "w") as f:
+            for r, score in enumerate(greedy_scores):
+                f.write(json.dumps(Episode(row=r, sample=0, seed=10 * r, score=score).as_json()) + "\n")
+
+
+def test_a_finished_runs_comparison_is_rebuilt_from_its_files_the_greedy_reward_after_the_sampled_metrics(
+        tmp_path, capsys):
+    run = tmp_path / "run"
+    _evaluation(run / "heldout" / "step-000000", [[0.1, 0.3], [0.2, 0.2], [0.5, 0.1], [0.0, 0.2]],
+                [[2.0, 2.0], [1.0, 1.0], [3.0, 1.0], [2.0, 2.0]], greedy_scores=[0.2, 0.1, 0.3, 0.2])
+    _evaluation(run / "heldout" / "step-000002", [[0.9, 0.9]] * 4, [[9.0, 9.0]] * 4)  # no greedy file
+    _evaluation(run / "heldout" / "step-000004", [[0.3, 0.5], [0.2, 0.4], [0.4, 0.4], [0.3, 0.3]],
+                [[1.0, 1.0], [0.5, 0.5], [1.0, 1.0], [1.0, 1.0]], greedy_scores=[0.6, 0.4, 0.7, 0.5])
+    result = main([str(run)])  # the last evaluation by default
+    assert [c.metric for c in result] == ["regret", "reward", "greedy_reward"]
+    by = {c.metric: c for c in result}
+    assert by["reward"].diff == pytest.approx(np.mean([0.2, 0.1, 0.1, 0.2]))  # row means 0.2 0.2 0.3 0.1 -> 0.4 0.3 0.4 0.3
+    assert by["greedy_reward"].start == pytest.approx(0.2) and by["greedy_reward"].final == pytest.approx(0.55)
+    assert by["greedy_reward"].diff == pytest.approx(0.35) and by["greedy_reward"].verdict == "improved"
+    assert by["regret"].better == "lower" and by["regret"].verdict == "improved"
+    assert "greedy_reward (higher is better): 0.200 -> 0.550" in capsys.readouterr().out
+    # an evaluation without greedy episodes compares the sampled metrics only
+    assert [c.metric for c in run_changes(run, step=2)] == ["regret", "reward"]
+    with pytest.raises(BadInputError, match="--step 3: the held-out evaluations are at steps \\[0, 2, 4\\]"):
+        run_changes(run, step=3)
+    with pytest.raises(BadInputError, match="no held-out evaluation at step 0"):
+        run_changes(tmp_path / "empty")

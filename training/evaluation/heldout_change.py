@@ -4,17 +4,27 @@ what the console, `run_summary.json` (`heldout_change`) and `reward_curve.png` r
 A held-out row (a prompt, an SCM) is the independent unit: its sampled episodes share it, so each row's metric is
 first averaged over its episodes. The change is the mean over rows of (final - start), with its Student-t 95%
 interval over the rows both evaluations scored. An interval that includes 0 is said in words: no detectable change.
+The greedy-decoded reward (`greedy_reward`, from the evaluations' greedy episodes) follows the sampled metrics: GRPO
+optimises the sampled policy, a user deploys it greedily, and the two can move by different amounts.
+
+`python -m training.evaluation.heldout_change RUN_DIR [--step N]` rebuilds a finished run's comparison from its
+`heldout/step-*/` files (the last step by default), with the metrics' directions its step-0 evaluation recorded.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from training.analysis.stats import unit_means
-from training.evaluation.episodes import t_interval
+from training.errors import BadInputError
+from training.evaluation.episodes import EVAL_FILE, SCORE, SUMMARY_FILE, read_episodes, t_interval
+from training.outputs.run_files import EVAL_GREEDY, HELDOUT, heldout_step_dir
 
 DIRECTIONS = ("higher", "lower")
 
@@ -81,3 +91,56 @@ def changes(start: dict[str, dict[int, float]], final: dict[str, dict[int, float
             directions: dict[str, str]) -> list[MetricChange]:
     """`paired_change` of every metric in `directions`, in its order."""
     return [paired_change(m, better, start[m], final[m]) for m, better in directions.items()]
+
+
+def step_metrics(directory: Path, directions: dict[str, str]) -> tuple[dict[str, dict[int, float]], dict[str, str]]:
+    """Per held-out row, the evaluation in `directory`: each metric in `directions` and the reward averaged over the
+    row's sampled episodes, then `greedy_reward` over its greedy ones (when that evaluation played any), with which
+    way each is better."""
+    episodes = read_episodes(directory / EVAL_FILE)
+    directions = {**directions, "reward": "higher"}  # the task's own first, as the docs show them
+    metrics = {name: row_means((e.row, e.score if name == "reward" else e.value(name)) for e in episodes)
+               for name in directions}
+    greedy_file = directory / EVAL_GREEDY
+    greedy = row_means((e.row, e.score) for e in read_episodes(greedy_file)) if greedy_file.exists() else {}
+    if greedy:
+        metrics["greedy_reward"], directions["greedy_reward"] = greedy, "higher"
+    return metrics, directions
+
+
+def changes_between(start_dir: Path, final_dir: Path, directions: dict[str, str]) -> list[MetricChange]:
+    """The paired change of every metric both evaluations have, from the one in `start_dir` to the one in
+    `final_dir`; empty when either left no episodes."""
+    if not (start_dir / EVAL_FILE).exists() or not (final_dir / EVAL_FILE).exists():
+        return []
+    start, final = step_metrics(start_dir, directions), step_metrics(final_dir, directions)
+    return changes(start[0], final[0], {m: better for m, better in final[1].items() if m in start[0]})
+
+
+def run_changes(run_dir: str | Path, step: int | None = None) -> list[MetricChange]:
+    """A finished run's end-of-run comparison, rebuilt from its held-out files: step 0 against `step` (default: the
+    last evaluation), the metrics' directions read from step 0's `eval_summary.json`."""
+    steps = sorted(int(p.name.removeprefix("step-")) for p in (Path(run_dir) / HELDOUT).glob("step-*") if p.is_dir())
+    if not steps or steps[0] != 0:
+        raise BadInputError(f"{run_dir}: no held-out evaluation at step 0 under {HELDOUT}/ (found steps {steps})")
+    step = steps[-1] if step is None else step
+    if step not in steps or step == 0:
+        raise BadInputError(f"{run_dir}: --step {step}: the held-out evaluations are at steps {steps}")
+    start = heldout_step_dir(run_dir, 0)
+    recorded = json.loads((start / SUMMARY_FILE).read_text()).get("metric_directions", {})
+    directions = {m: better for m, better in recorded.items() if m != SCORE}
+    return changes_between(start, heldout_step_dir(run_dir, step), directions)
+
+
+def main(argv: list[str] | None = None) -> list[MetricChange]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", help="a training run's output_dir (with heldout/step-*/)")
+    parser.add_argument("--step", type=int, default=None, help="the evaluation to compare with step 0 (default: the last)")
+    args = parser.parse_args(argv)
+    result = run_changes(args.run_dir, args.step)
+    print("\n".join(c.sentence() for c in result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -20,29 +20,18 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from training.evaluation.episodes import (
-    EVAL_FILE,
-    SCORE,
-    Episode,
-    read_episodes,
-    summarize,
-    write_episodes,
-)
+from training.evaluation.episodes import SCORE, Episode, summarize, write_episodes
 from training.evaluation.eval_inputs import EvalInputs, inputs_from_trainer
-from training.evaluation.heldout_change import MetricChange, changes, row_means
+from training.evaluation.heldout_change import MetricChange, changes_between
 from training.evaluation.task_registry import EvalTask, resolve_task
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
+from training.outputs.run_files import heldout_step_dir
 from training.step.distributed import full_weights_for_generation
 
 logger = logging.getLogger(__name__)
 
 GREEDY_FILE = run_files.EVAL_GREEDY
-
-
-def step_dir(output_dir: str | Path, step: int) -> Path:
-    """Where the evaluation at optimizer step `step` writes its episodes."""
-    return Path(output_dir) / "heldout" / f"step-{step:06d}"
 
 
 class HeldoutEvaluation:
@@ -94,38 +83,20 @@ class HeldoutEvaluation:
             self.trainer._metrics["train"][name].append(value)
         return values
 
-    def row_metrics(self, step: int) -> tuple[dict[str, dict[int, float]], dict[str, str]] | None:
-        """Per held-out row, the metrics of the evaluation at optimizer step `step` averaged over its sampled
-        episodes (read from its files), and `greedy_reward` from its greedy episodes, with which way each is better;
-        None when that evaluation left no files."""
-        directory = step_dir(self.trainer.args.output_dir, step)
-        if not (directory / EVAL_FILE).exists():
-            return None
-        episodes = read_episodes(directory)
-        directions = {**self.metric_directions, "reward": "higher"}  # the task's own first, as the docs show them
-        metrics = {name: row_means((e.row, e.score if name == "reward" else e.value(name)) for e in episodes)
-                   for name in directions}
-        greedy_file = directory / GREEDY_FILE
-        greedy = row_means((e.row, e.score) for e in read_episodes(greedy_file)) if greedy_file.exists() else {}
-        if greedy:  # what the policy does when deployed with greedy decoding; GRPO optimises the sampled reward
-            metrics["greedy_reward"], directions["greedy_reward"] = greedy, "higher"
-        return metrics, directions
-
     @property
     def metric_directions(self) -> dict[str, str]:
         """The task's episode metrics besides the score, reported as the reward (none for the generic tasks)."""
         return {name: better for name, better in self.task.metric_directions.items() if name != SCORE}
 
     def change_since_start(self) -> list[MetricChange]:
-        """The paired change of every held-out metric from the step-0 evaluation to the one at the current step
-        (training.evaluation.heldout_change); empty before any step, or when either evaluation left no files (main process
-        only writes them). The greedy reward's change is there when both evaluations scored greedy episodes."""
+        """The paired change of every held-out metric, the greedy reward's among them, from the step-0 evaluation to
+        the one at the current step (training.evaluation.heldout_change); empty before any step, or when either
+        evaluation left no files (the main process alone writes them)."""
         step = self.trainer.state.global_step
-        start, final = (self.row_metrics(0), self.row_metrics(step)) if step > 0 else (None, None)
-        if start is None or final is None:
+        if step == 0:
             return []
-        directions = {m: better for m, better in final[1].items() if m in start[0]}
-        return changes(start[0], final[0], directions)
+        out = self.trainer.args.output_dir
+        return changes_between(heldout_step_dir(out, 0), heldout_step_dir(out, step), self.metric_directions)
 
     def _warn_unscorable(self, episodes: list[Episode]) -> None:
         bad = [e for e in episodes if e.score is None]
@@ -157,7 +128,7 @@ class HeldoutEvaluation:
         self.last = {"sampled": sampled, "greedy": greedy, "meta": {**meta, "greedy": greedy_summary}}
         if not self.trainer.accelerator.is_main_process:
             return
-        self._write_into(step_dir(self.trainer.args.output_dir, meta["step"]))
+        self._write_into(heldout_step_dir(self.trainer.args.output_dir, meta["step"]))
 
     def _write_into(self, out_dir: Path) -> None:
         write_episodes(out_dir, self.last["sampled"], self.last["meta"])
