@@ -16,12 +16,13 @@ records (`Episode.metrics`; the causal task's final regret, parent F1 and inform
 the task's evaluation wrote into `eval_summary.json` (`metric_directions`: regret lower is better). By default every
 metric with a direction in all the runs is compared, `score` first; `--metric NAME` (repeatable) picks. Each metric
 gets its own tests, Holm-corrected within the metric.
-Tests (training/analysis/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman), pairwise
-sign-flip permutation tests of the mean difference (with its paired t interval) and Holm's correction, Cohen's d_z with its CI, a ranking by mean, and
-the convergence step of each run (training/analysis/convergence.py). With `--baseline`, each seed of a model with
-several is also tested alone against the baseline (`per_seed`, Holm over those tests). `--by FIELD` repeats the
-comparison within each value of a field of the episodes' records (the causal task's `mechanism`). Writes
-`comparison.json`, `comparison.md`, `score_distributions.png` and `reward_curves.png` into `--out`.
+Tests (training/analysis/stats.py): the omnibus test across all models (repeated-measures ANOVA, or Friedman),
+pairwise sign-flip permutation tests of the mean difference (with its paired t interval) and Holm's correction,
+Cohen's d_z with its CI, a ranking by mean, and the convergence step of each run (training/analysis/convergence.py).
+With `--baseline`, each seed of a model with several is also tested alone against the baseline (`per_seed`, Holm over
+those tests). `--by FIELD` repeats the comparison within each value of a field of the episodes' records (the causal
+task's `mechanism`). Writes `comparison.json`, `comparison.md`, `score_distributions.png` and `reward_curves.png` into
+`--out`.
 """
 
 from __future__ import annotations

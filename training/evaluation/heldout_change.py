@@ -135,7 +135,8 @@ def run_changes(run_dir: str | Path, step: int | None = None) -> list[MetricChan
 def main(argv: list[str] | None = None) -> list[MetricChange]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a training run's output_dir (with heldout/step-*/)")
-    parser.add_argument("--step", type=int, default=None, help="the evaluation to compare with step 0 (default: the last)")
+    parser.add_argument("--step", type=int, default=None,
+                        help="the evaluation to compare with step 0 (default: the last)")
     args = parser.parse_args(argv)
     result = run_changes(args.run_dir, args.step)
     print("\n".join(c.sentence() for c in result))
