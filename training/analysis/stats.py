@@ -144,8 +144,13 @@ def cohens_dz(a, b, level: float = 0.95) -> EffectSize:
     dz = float(np.mean(d) / sd)
     t_obs, df = dz * math.sqrt(n), n - 1
 
+    def cdf(nc: float) -> float:
+        # scipy returns NaN, not 0 or 1, where t_obs lies far in a tail of nct(df, nc): the tail's own limit
+        value = stats.nct.cdf(t_obs, df, nc)
+        return value if np.isfinite(value) else (0.0 if nc > t_obs else 1.0)
+
     def solve(target: float) -> float:
-        f = lambda nc: stats.nct.cdf(t_obs, df, nc) - target  # noqa: E731 - decreasing in nc
+        f = lambda nc: cdf(nc) - target  # noqa: E731 - decreasing in nc
         lo, hi = t_obs - 10, t_obs + 10
         while f(lo) < 0:
             lo -= 10
