@@ -154,8 +154,7 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
     argv = train_scm.training_argv(["--scm", "cbo.yaml", "--output_dir", "run", "--episodes", "3", "--budget", "4",
                                     "--max_steps", "2"])
     rows = elsewhere / "run" / "scm_rows"
-    assert argv == ["--config", str(train_scm.CAUSAL_RECIPE), "--max_grad_norm", "0.02", "--max_steps", "2",
-                    "--environment_factory",
+    assert argv == ["--config", str(train_scm.CAUSAL_RECIPE), "--max_steps", "2", "--environment_factory",
                     "training.tasks.causal.env.CausalEnv", "--environment_settings", "{surrogate_kind: additive}",
                     "--output_dir", "run", "--train_file", str(rows / "train.jsonl"), "--heldout_file",
                     str(rows / "heldout.jsonl")]
@@ -165,17 +164,6 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
     with pytest.raises(SystemExit) as err:
         train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run2", "--train_file", "x.jsonl"])
     assert err.value.code == 2 and "--train_file: the rows come from --scm" in capsys.readouterr().err
-
-
-def test_training_clips_the_gradient_at_its_median_unless_the_user_sets_the_clip_or_the_recipe(elsewhere):
-    """One SCM's batches push one way: unclipped, a tenfold gradient turned CBO's calls malformed (docs/causal.md)."""
-    def clip(*flags):
-        args = train_scm.training_argv(["--scm", "cbo.yaml", "--output_dir", "run", "--episodes", "1", *flags])
-        return [args[i + 1] for i, flag in enumerate(args) if flag.split("=")[0] == "--max_grad_norm"]
-
-    assert clip() == [str(train_scm.GRADIENT_CLIP)] == ["0.02"]
-    assert clip("--max_grad_norm", "1.0") == ["1.0"]
-    assert clip("--config", str(train_scm.CAUSAL_RECIPE)) == []  # a recipe given is read as written
 
 
 def test_training_picks_the_surrogate_that_fits_the_file():

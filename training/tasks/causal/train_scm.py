@@ -9,9 +9,8 @@ and held-out rows to OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (`training.tasks.
 the `--surrogate`'s, by default the one that fits the file (`fitting_surrogate`): exact where every mechanism is
 affine in its parents (up to 16 variables), additive otherwise (up to 10), learned above: `CausalEnv` with
 `environment_settings: {surrogate_kind: ...}`. `--max_parents`
-sets the exact surrogate's in-degree bound in the rows. With the default recipe, `--max_grad_norm` is `GRADIENT_CLIP`
-unless given. Every other flag goes to `training.train` as is; `--train_file` and `--heldout_file` are refused (the
-rows come from the SCM).
+sets the exact surrogate's in-degree bound in the rows. Every other flag goes to `training.train` as is;
+`--train_file` and `--heldout_file` are refused (the rows come from the SCM).
 """
 
 from __future__ import annotations
@@ -30,12 +29,6 @@ from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, c
 
 ROWS_DIR = "scm_rows"
 AFFINE_POINTS = 16  # parent values at which a mechanism is checked for being affine
-# About the median gradient norm of the tiny policy's LoRA steps (0.02): every batch of one SCM pushes the same way,
-# and one batch whose gradient jumped tenfold turned the calls malformed at the next step (CBO toy graph at the
-# recipe's 3e-3: unclipped, health stop at step 11; clipped at 0.05, the same collapse at step 9). Adam is blind to a
-# gradient's scale, so a clip at or below the median only keeps one batch from outweighing the others (docs/causal.md,
-# "Your own SCM").
-GRADIENT_CLIP = 0.02
 
 
 def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -61,8 +54,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if given & {"--environment_factory", "--environment_settings"} and args.surrogate is not None:
         raise BadInputError("--surrogate and --environment_factory / --environment_settings: give one of them")
     if "--config" not in given:
-        clip = [] if "--max_grad_norm" in given else ["--max_grad_norm", str(GRADIENT_CLIP)]
-        rest = ["--config", str(CAUSAL_RECIPE), *clip, *rest]
+        rest = ["--config", str(CAUSAL_RECIPE), *rest]
     args.environment = not given & {"--environment_factory", "--environment_settings"}
     return args, rest
 
