@@ -53,8 +53,8 @@ from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
 BELIEF_DRAWS = 16
 BELIEF_SEED_KEY = 0xBE11EF  # separates the belief's generator from the episode's and the lookahead's
-# The greedy-EIG baseline's resolution: near an interior optimum (CBO toy: Z = -3.0 is 0.02 from it; at 9 values the
-# best option was 0.75 away, and every rule reading the options scored as random).
+# Values per variable of the options and of the greedy-EIG baseline: near an interior optimum (CBO toy: Z = -3.0 is
+# 0.02 from it; at 9 values the best option was 0.75 away, and every rule reading the options scored as random).
 NONLINEAR_GRID = 26
 NOISE_SAMPLES = 64  # per expectation under a nonlinear draw
 

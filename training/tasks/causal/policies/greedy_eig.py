@@ -8,8 +8,8 @@ All (d - 1) G M hypothetical posteriors are scored in one batched call (`what_if
 `training.tasks.causal.acquisition.information_gains`); cost per decision ≈ (d - 1) G M single-row updates (defaults
 G = 5, M = 8: 160 at 5 variables, about 0.1 s). It is a nested Monte-Carlo estimate, unbiased for the expected
 posterior entropy under the posterior predictive, with sampling noise ~ sd(H) / sqrt(M). The registered baseline
-(`POLICIES["greedy_eig"]`, `greedy_eig_baseline`) uses G = `BASELINE_EIG_GRID` = 26, fine enough to come near an
-interior optimum (CBO toy graph: the best value on its grid is 0.02 from the optimum, against 1.17 on a 5-value grid).
+(`POLICIES["greedy_eig"]`, `greedy_eig_baseline`) uses G = `belief.NONLINEAR_GRID` = 26 (the options' grid), fine
+enough to come near an interior optimum (CBO toy graph: the best value on its grid is 0.02 from the optimum, against 1.17 on a 5-value grid).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.tasks.causal.acquisition import information_gains
+from training.tasks.causal.belief import NONLINEAR_GRID
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policies.policy_registry import Call, register_policy
 
@@ -49,9 +50,6 @@ class GreedyEIGPolicy:
         return "intervene", {"variable": var, "value": round(val, 2)}
 
 
-BASELINE_EIG_GRID = 26  # the registered greedy-EIG baseline's values per variable (the expert keeps its 5)
-
-
 @register_policy("greedy_eig", order=30)
 def greedy_eig_baseline() -> GreedyEIGPolicy:
-    return GreedyEIGPolicy(grid=BASELINE_EIG_GRID)
+    return GreedyEIGPolicy(grid=NONLINEAR_GRID)  # the expert keeps its 5
