@@ -49,3 +49,16 @@ def test_every_token_of_a_turn_carries_its_advantage():
     turns = torch.tensor([[0, 0, -1, 1, 1, -1]])
     adv = token_advantages(torch.tensor([[0.5, -2.0]]), turns)
     assert adv.tolist() == [[0.5, 0.5, 0.0, -2.0, -2.0, 0.0]]
+
+
+def test_a_refused_call_is_not_credited_with_what_the_later_calls_earned():
+    """Two rollouts of one prompt: the first's turn-0 call was malformed (refused, earns 0) and its later calls were
+    lucky; the second earned steadily. By reward-to-go the malformed turn would be pushed up; it is credited with its
+    own reward only, so it is pushed down, and the other turns keep their credit."""
+    rewards = torch.tensor([[0.0, 0.9, 0.5], [0.3, 0.3, 0.3]])
+    exists, groups = torch.ones_like(rewards), torch.tensor([0, 0])
+    refused = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    assert turn_advantages(rewards, exists, groups)[0, 0] > 0  # reward-to-go 1.4 against 0.9
+    adv = turn_advantages(rewards, exists, groups, refused)
+    assert adv[0, 0] < 0 < adv[1, 0]
+    assert adv[0, 1] > 0 > adv[1, 1]  # turn 1 on: reward-to-go as before (1.4 against 0.6)

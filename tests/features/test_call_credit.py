@@ -8,7 +8,7 @@ import torch
 
 from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, score
 from training.algorithms.turn_advantages import token_turns
-from training.features.call_credit import CallCreditError
+from training.features.call_credit import CallCredit, CallCreditError
 from training.run_setup.config import ConfigError, StrictGRPOConfig
 from training.run_setup.flags import StrictFlags
 from training.tasks.causal.env import CausalEnv
@@ -63,3 +63,38 @@ def test_an_environment_without_per_call_terms_is_refused_by_name(tmp_path, monk
 def test_call_credit_and_a_value_head_are_refused_together(tmp_path):
     with pytest.raises(ConfigError, match="call_credit=true sets the advantages per call"):
         StrictGRPOConfig(output_dir=str(tmp_path), call_credit=True, advantage_estimator="gae")
+
+
+class _OneProcess:
+    def gather(self, tensor):
+        return tensor
+
+
+def test_refused_calls_turns_are_logged_with_their_advantage_and_token_share():
+    # two rollouts, turns 0..2; rollout 0's turn 1 made a refused call (2 of its tokens), rollout 1 none
+    adv = torch.tensor([[0.5, -1.0, 0.2], [0.1, 0.3, -0.4]])
+    refused = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    turns = torch.tensor([[0, 1, 1, -1, 2], [0, -1, 1, 2, 2]])
+    token_adv = torch.where(turns >= 0, torch.gather(adv, 1, turns.clamp(min=0)), torch.zeros(()))
+    metrics = {k: [] for k in ("call_credit/malformed_turns", "call_credit/malformed_turn_advantage",
+                               "call_credit/malformed_token_share", "call_credit/malformed_advantage_mass")}
+    CallCredit._log_malformed(adv, refused, token_adv, turns, _OneProcess(), metrics)
+    assert metrics["call_credit/malformed_turns"] == [1.0]
+    assert metrics["call_credit/malformed_turn_advantage"] == [pytest.approx(-1.0)]
+    assert metrics["call_credit/malformed_token_share"] == [pytest.approx(2 / 8)]
+    assert metrics["call_credit/malformed_advantage_mass"] == [pytest.approx(-2.0 / token_adv.abs().sum().item())]
+    quiet = {k: [] for k in metrics}
+    CallCredit._log_malformed(adv, torch.zeros_like(refused), token_adv, turns, _OneProcess(), quiet)
+    assert all(v == [] for v in quiet.values())  # nothing refused: nothing logged, no made-up zeros
+
+
+def test_calls_past_the_budget_are_refused_in_the_turn_that_made_them_and_logged_in_a_real_step(tmp_path):
+    t = trainer(tmp_path, max_tool_calls_per_episode=2)  # the starting policy makes 6 calls: the last 4 are refused
+    batch = score(t)
+    logged = t._metrics["train"]
+    assert logged["call_credit/malformed_turns"][-1] >= 1
+    assert 0 < logged["call_credit/malformed_token_share"][-1] < 1
+    adv, turns = batch["advantages"], token_turns(batch["tool_mask"], batch["completion_mask"])
+    late = torch.stack([adv[i][turns[i] == k][0] for i in range(adv.size(0)) for k in range(2, int(turns[i].max()))
+                        if (turns[i] == k).any()])
+    assert logged["call_credit/malformed_turn_advantage"][-1] == pytest.approx(late.mean().item(), abs=1e-5)

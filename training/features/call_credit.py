@@ -8,13 +8,18 @@ whose sums over the calls are the episode's rewards. The causal environment give
 How a call finds its turn: the trainer counts the model turns of a generation (`turn_generated` at each of TRL's
 generation rounds, `start` at a new batch), and each rollout's `EpisodeTools` notes the turn of every call it passes
 on to the environment (`clock`); calls it refuses (malformed, over budget) never reach the environment and earn
-nothing. Checks, each raising with what differs: every reward function of the run has terms (a judge or verifier
+nothing, and a turn with a refused call is credited with its own reward only, not the later calls'
+(training/algorithms/turn_advantages.py). Checks, each raising with what differs: every reward function of the run has terms (a judge or verifier
 has none per call: not with `call_credit`), the environment answered as many calls as were passed on, and each
 function's terms sum to the reward it gave the episode (to 1e-6). A rollout whose reward is NaN (unscorable, counted by
 the reward checks) gets no credit, as TRL gives it an advantage of 0.
 
-Groups are the prompts' (all processes' rollouts gathered), as TRL's own advantages. Metric:
-`call_credit/turns` (mean model turns per rollout).
+Groups are the prompts' (all processes' rollouts gathered), as TRL's own advantages. Metrics: `call_credit/turns`
+(mean model turns per rollout); on steps where a turn made a call the tools refused (malformed, over budget):
+`call_credit/malformed_turns` (how many such turns), `call_credit/malformed_turn_advantage` (their mean advantage),
+`call_credit/malformed_token_share` (their share of the model's tokens) and `call_credit/malformed_advantage_mass`
+(the sum of their tokens' advantages over the sum of all tokens' |advantage|: above 0, the step pushes the refused
+calls' tokens up).
 """
 
 from __future__ import annotations
@@ -61,10 +66,16 @@ class CallCredit:
         local_rewards = torch.zeros((n_local, width), dtype=torch.float32, device=turns.device)
         start = accelerator.process_index * n_local
         exists = torch.zeros_like(local_rewards)
+        refused = torch.zeros_like(local_rewards)
         for i, (env, tools) in enumerate(zip(environments, episode_tools, strict=True)):
             if torch.isnan(rewards_per_func[start + i]).any():
                 continue  # unscorable (counted by the reward checks): no credit, as TRL gives it advantage 0
             exists[i, : int(turns[i].max().item()) + 1] = 1.0
+            for turn in tools.refused_turns:
+                if turn >= width:
+                    raise CallCreditError(f"rollout {start + i}: a refused call in model turn {turn}, but the "
+                                          f"completion has {width} turns")
+                refused[i, turn] = 1.0
             terms = self._terms(env, names)
             if len(terms) != len(tools.forwarded_turns):
                 raise CallCreditError(f"rollout {start + i}: the environment answered {len(terms)} calls, the tools "
@@ -79,11 +90,28 @@ class CallCredit:
                     raise CallCreditError(f"rollout {start + i}: a call in model turn {turn}, but the completion has "
                                           f"{width} turns")
                 local_rewards[i, turn] += sum(float(w) * term[name] for w, name in zip(weights, names, strict=True))
+        refused = refused * exists
         all_rewards, all_exists = accelerator.gather(local_rewards), accelerator.gather(exists)
         group_ids = torch.arange(all_rewards.size(0), device=turns.device) // group_size
-        adv = turn_advantages(all_rewards, all_exists, group_ids)[start : start + n_local]
+        adv = turn_advantages(all_rewards, all_exists, group_ids, accelerator.gather(refused))[start : start + n_local]
         metrics["call_credit/turns"].append(float(all_exists.sum(dim=1).mean().item()))
-        return token_advantages(adv, turns)
+        token_adv = token_advantages(adv, turns)
+        self._log_malformed(adv, refused, token_adv, turns, accelerator, metrics)
+        return token_adv
+
+    @staticmethod
+    def _log_malformed(adv, refused, token_adv, turns, accelerator, metrics: dict) -> None:
+        """Where the refused calls' turns stand in the step's advantages (module docstring)."""
+        on_refused = torch.gather(refused, 1, turns.clamp(min=0)) * (turns >= 0)
+        sums = torch.stack([refused.sum(), (adv * refused).sum(), on_refused.sum(), (turns >= 0).sum(),
+                            (token_adv * on_refused).sum(), token_adv.abs().sum()]).reshape(1, -1).float()
+        n, adv_sum, tokens, all_tokens, mass, abs_mass = accelerator.gather(sums).sum(dim=0).tolist()
+        if n == 0:
+            return
+        metrics["call_credit/malformed_turns"].append(n)
+        metrics["call_credit/malformed_turn_advantage"].append(adv_sum / n)
+        metrics["call_credit/malformed_token_share"].append(tokens / max(all_tokens, 1.0))
+        metrics["call_credit/malformed_advantage_mass"].append(mass / abs_mass if abs_mass > 0 else 0.0)
 
     @staticmethod
     def _terms(env, names: list[str]) -> list[dict[str, float]]:

@@ -134,7 +134,7 @@ class EpisodeTools:
         counts: where refusals are counted, by kind (shared across a batch).
         max_calls: tool calls allowed per episode; later calls are refused as `too_many_turns`.
         clock: when given, the model turn of the call now running; the turn of every call passed on to a tool is
-            kept in `forwarded_turns` (training/features/call_credit.py).
+            kept in `forwarded_turns`, of every refused one in `refused_turns` (training/features/call_credit.py).
     """
 
     def __init__(self, tools: dict[str, Callable], counts: Counter, max_calls: int,
@@ -146,9 +146,12 @@ class EpisodeTools:
         self.calls = 0
         self.clock = clock
         self.forwarded_turns: list[int] = []
+        self.refused_turns: list[int] = []
 
     def _refuse(self, kind: str, reason: str):
         self.counts[kind] += 1
+        if self.clock is not None:
+            self.refused_turns.append(self.clock())
         raise ToolCallError(f"{kind}: {reason}")
 
     def _budget(self) -> None:
