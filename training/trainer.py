@@ -10,8 +10,9 @@ batch (keys in training/algorithms/trajectory.py), never on the trainer.
                  turns, `_calculate_rewards` checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's
                  old-log-prob forward from the recorded log-probs), then logs the environments' episode metrics,
                  attaches the old log-probs, rewards and group ids, replaces the advantages by per-call ones
-                 (`call_credit`), masks forced rows and checks the schema; then the zero-std watch and, every
-                 `logp_check_steps` batches, the sampler/trainer log-prob agreement check.
+                 (`call_credit`), masks forced rows, logs which tokens carry the gradient (`gradient_weight`) and
+                 checks the schema; then the zero-std watch and, every `logp_check_steps` batches, the
+                 sampler/trainer log-prob agreement check.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
                  feeds the value head and the ratio statistics), the value loss, the optional supervised term.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
@@ -64,6 +65,7 @@ from training.step.callbacks import (
 from training.step.diagnostics import rss_mb, timed
 from training.step.gpu_memory import gpu_memory_callback
 from training.step.health import HealthMonitorCallback
+from training.step.gradient_weight import log_gradient_weight
 from training.step.precision_probe import PrecisionProbe
 from training.step.sampler_gap import gap_plan, run_precision, sampler_name
 
@@ -202,6 +204,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                 batch, self.environments, scored.episode_tools, self.reward_func_names, self.reward_weights,
                 scored.rewards_per_func, group_size, self.accelerator, metrics)
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
+        log_gradient_weight(batch, self.accelerator, metrics)
         self._check_batch(batch, mode)
         return batch
 

@@ -45,6 +45,9 @@ def test_causal_rewards_train_with_value_head_reuse_and_reference_sync(causal_mo
     check_cell(logs, *cell[:1], "grpo" if cell[1] == "call_credit" else cell[1], *cell[2:])
     if cell[1] == "call_credit":
         assert all(log["call_credit/turns"] >= 1.0 for log in logs[:: cell[-1]])
+    weights = [(log["advantages/gradient_weight_positive"], log["advantages/gradient_weight_top_rollout"])
+               for log in logs[:: cell[-1]] if "advantages/gradient_weight_positive" in log]
+    assert weights and all(0.0 <= up <= 1.0 and 0.0 < top <= 1.0 for up, top in weights)  # with forcing's rows masked
     generated = logs[:: cell[-1]]
     for log in generated:
         assert all(math.isfinite(log[name]) for name in CAUSAL_REWARDS), log
