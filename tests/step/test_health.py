@@ -169,3 +169,26 @@ def test_a_step_without_a_valid_call_is_said_in_words_naming_the_causes_and_does
     assert len(said) == 1 and said[0].startswith("step 1: ")
     assert "malformed/bad_json 21; refused/unknown_variable 1.9" in said[0] and "unknown_tool" not in said[0]
     assert isinstance(monitor.error, RunHealthError) and "zero_loss" in str(monitor.error)  # the stop is zero_loss's
+
+
+def test_a_run_that_stays_at_the_jumped_gradient_norms_keeps_firing_and_stops():
+    """CBO seed 0 at 74cbebf (docs/causal.md, "Your own SCM"): norms about 0.02, then 0.59, 0.27, 0.22, 0.32, 0.33,
+    0.30 as its completions grew to the length limit. With the spikes in the median's window, 0.22 fell under 10 times
+    it, the streak broke, and from then on the collapse's own norms raised the reference: no stop. Spikes stay out of
+    the window, so the run stops at the third jumped step; a resume rebuilds the same window."""
+    norms = [0.02, 0.041, 0.008, 0.043, 0.02, 0.019, 0.018, 0.542, 0.05, 0.021, 0.019, 0.033, 0.023, 0.052, 0.02,
+             0.018, 0.025, 0.02, 0.017, 0.04, 0.023, 0.132, 0.059]  # steps 1 to 23, spike at step 8
+    args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=5, grad_spike_floor=0.1, max_grad_norm=1.0,
+                           strict_health=True, health_patience=3)
+    monitor = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
+    history = []
+    for step, norm in enumerate(norms + [0.592, 0.266, 0.223], start=1):
+        logs = {"loss": 0.01, "grad_norm": norm}
+        monitor.on_log(args, SimpleNamespace(global_step=step), None, logs=logs)
+        history.append(logs)
+    assert [log["health/grad_spike"] for log in history[-3:]] == [1.0, 1.0, 1.0]
+    assert history[7]["health/grad_spike"] == 1.0 and 0.542 not in monitor.grad_norms
+    assert "health/grad_spike fired for 3 consecutive steps (up to step 26)" in str(monitor.error)
+    resumed = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
+    resumed.on_train_begin(None, SimpleNamespace(log_history=history), None)
+    assert list(resumed.grad_norms) == list(monitor.grad_norms)

@@ -7,12 +7,12 @@ whose sums over the calls are the episode's rewards. The causal environment give
 
 How a call finds its turn: the trainer counts the model turns of a generation (`turn_generated` at each of TRL's
 generation rounds, `start` at a new batch), and each rollout's `EpisodeTools` notes the turn of every call it passes
-on to the environment (`clock`); calls it refuses (malformed, over budget) never reach the environment and earn
-nothing, and a turn with a refused call is credited with its own reward only, not the later calls'
-(training/algorithms/turn_advantages.py). Checks, each raising with what differs: every reward function of the run has terms (a judge or verifier
-has none per call: not with `call_credit`), the environment answered as many calls as were passed on, and each
-function's terms sum to the reward it gave the episode (to 1e-6). A rollout whose reward is NaN (unscorable, counted by
-the reward checks) gets no credit, as TRL gives it an advantage of 0.
+on to the environment (`clock`), and of every call it refuses (malformed, over budget): those never reach the
+environment and earn nothing, and their turn is credited with its own reward only, not the later calls'
+(training/algorithms/turn_advantages.py). Checks, each raising with what differs: every reward function of the run
+has terms (a judge or verifier has none per call: not with `call_credit`), the environment answered as many calls as
+were passed on, and each function's terms sum to the reward it gave the episode (to 1e-6). A rollout whose reward is
+NaN (unscorable, counted by the reward checks) gets no credit, as TRL gives it an advantage of 0.
 
 Groups are the prompts' (all processes' rollouts gathered), as TRL's own advantages. Metrics: `call_credit/turns`
 (mean model turns per rollout); on steps where a turn made a call the tools refused (malformed, over budget):

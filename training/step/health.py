@@ -14,8 +14,10 @@ Each logged training step is checked for:
   the environment refused by kind (`tools/refused/*`, per rollout: `unknown_variable` where the policy names
   variables the SCM does not have). A warning, not a stop: the zero-loss detector stops such a run;
 - `health/grad_spike`: the gradient norm is finite, more than `grad_spike_factor` (k) times the median of the
-  last `GRAD_WINDOW` finite, non-zero gradient norms (once at least `grad_spike_warmup` of those were seen; steps
-  without any signal have a gradient norm of exactly 0 and are left out of the median), and above the floor
+  last `GRAD_WINDOW` finite, non-zero gradient norms that were not spikes themselves (once at least
+  `grad_spike_warmup` of those were seen; steps without any signal have a gradient norm of exactly 0 and are left out
+  of the median; a spike left in would raise its own reference, and a run that stays at the jumped norms would stop
+  firing: a CBO run collapsed so, its completions growing to the length limit, without a stop), and above the floor
   `grad_spike_floor` x `max_grad_norm` (x 1 without clipping). The floor is what a near-deterministic policy needs:
   its gradients are ~1e-4 on groups it is sure of and ~1e-2 on one it is not, a hundredfold jump that is no
   instability, while a jump to a sizeable fraction of the clipping threshold still is.
@@ -93,7 +95,8 @@ def detect(
 ) -> dict[str, bool]:
     """Which detectors fire for one training-step log. Pure: tested alone.
 
-    `recent_grad_norms`: the finite, non-zero gradient norms of the steps before this one (at most `GRAD_WINDOW`);
+    `recent_grad_norms`: the finite, non-zero, non-spike gradient norms of the steps before this one (at most
+    `GRAD_WINDOW`);
     `spike_factor` 0 disables the spike detector; a gradient norm at or below `spike_floor` is never a spike."""
     loss, grad_norm = logs.get("loss"), logs.get("grad_norm")
     recent = [g for g in recent_grad_norms if _finite(g) and g > 0][-GRAD_WINDOW:]
@@ -150,10 +153,10 @@ class HealthMonitorCallback(TrainerCallback):
             for name in ADVICE:
                 if name in logs:
                     self.streaks[name] = self.streaks[name] + 1 if logs[name] else 0
-            self._remember(logs.get("grad_norm"))
+            self._remember(logs.get("grad_norm"), bool(logs.get("health/grad_spike")))
 
-    def _remember(self, grad_norm) -> None:
-        if _finite(grad_norm) and grad_norm > 0:
+    def _remember(self, grad_norm, spike: bool) -> None:
+        if _finite(grad_norm) and grad_norm > 0 and not spike:
             self.grad_norms.append(float(grad_norm))
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
@@ -178,7 +181,7 @@ class HealthMonitorCallback(TrainerCallback):
             spike_warmup=args.grad_spike_warmup,
             spike_floor=spike_floor(args),
         )
-        self._remember(logs.get("grad_norm"))
+        self._remember(logs.get("grad_norm"), fired["health/grad_spike"])
         for name, hit in fired.items():
             logs[name] = float(hit)
             self.streaks[name] = self.streaks[name] + 1 if hit else 0
