@@ -83,6 +83,10 @@ def test_refused_calls_turns_are_logged_with_their_advantage_and_token_share():
     assert metrics["call_credit/malformed_turn_advantage"] == [pytest.approx(-1.0)]
     assert metrics["call_credit/malformed_token_share"] == [pytest.approx(2 / 8)]
     assert metrics["call_credit/malformed_advantage_mass"] == [pytest.approx(-2.0 / token_adv.abs().sum().item())]
+    first = {k: [] for k in metrics}  # rollout 1's turn 0 (1 token): its tool-result token is not the turn's
+    CallCredit._log_malformed(adv, torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), token_adv, turns, _OneProcess(),
+                              first)
+    assert first["call_credit/malformed_token_share"] == [pytest.approx(1 / 8)]
     quiet = {k: [] for k in metrics}
     CallCredit._log_malformed(adv, torch.zeros_like(refused), token_adv, turns, _OneProcess(), quiet)
     assert all(v == [] for v in quiet.values())  # nothing refused: nothing logged, no made-up zeros

@@ -42,3 +42,12 @@ def test_one_advantage_per_rollout_is_spread_over_its_tokens_and_no_spread_logs_
     quiet = defaultdict(list)
     log_gradient_weight({**batch, "advantages": torch.zeros(2)}, _OneProcess(), quiet)
     assert not quiet  # nothing to share out: no made-up value
+
+
+def test_a_near_certain_token_carries_almost_none_of_the_step():
+    batch = {"sampling_per_token_logps": torch.log(torch.tensor([[0.99], [0.01]])),
+             "advantages": torch.tensor([1.0, -1.0]), "completion_mask": torch.ones(2, 1)}
+    metrics = defaultdict(list)
+    log_gradient_weight(batch, _OneProcess(), metrics)
+    assert metrics["advantages/gradient_weight_positive"] == [pytest.approx(0.01)]  # 0.01 / (0.01 + 0.99)
+    assert metrics["advantages/gradient_weight_top_rollout"] == [pytest.approx(0.99)]

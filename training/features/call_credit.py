@@ -72,10 +72,7 @@ class CallCredit:
                 continue  # unscorable (counted by the reward checks): no credit, as TRL gives it advantage 0
             exists[i, : int(turns[i].max().item()) + 1] = 1.0
             for turn in tools.refused_turns:
-                if turn >= width:
-                    raise CallCreditError(f"rollout {start + i}: a refused call in model turn {turn}, but the "
-                                          f"completion has {width} turns")
-                refused[i, turn] = 1.0
+                refused[i, self._turn_index(start + i, turn, width, "a refused call")] = 1.0
             terms = self._terms(env, names)
             if len(terms) != len(tools.forwarded_turns):
                 raise CallCreditError(f"rollout {start + i}: the environment answered {len(terms)} calls, the tools "
@@ -86,10 +83,7 @@ class CallCredit:
                     raise CallCreditError(f"rollout {start + i}: {name}'s per-call terms sum to {total!r}, the "
                                           f"reward function gave {given!r}")
             for turn, term in zip(tools.forwarded_turns, terms, strict=True):
-                if turn >= width:
-                    raise CallCreditError(f"rollout {start + i}: a call in model turn {turn}, but the completion has "
-                                          f"{width} turns")
-                local_rewards[i, turn] += sum(float(w) * term[name] for w, name in zip(weights, names, strict=True))
+                local_rewards[i, self._turn_index(start + i, turn, width, "a call")] += sum(float(w) * term[name] for w, name in zip(weights, names, strict=True))
         refused = refused * exists
         all_rewards, all_exists = accelerator.gather(local_rewards), accelerator.gather(exists)
         group_ids = torch.arange(all_rewards.size(0), device=turns.device) // group_size
@@ -98,6 +92,13 @@ class CallCredit:
         token_adv = token_advantages(adv, turns)
         self._log_malformed(adv, refused, token_adv, turns, accelerator, metrics)
         return token_adv
+
+    @staticmethod
+    def _turn_index(rollout: int, turn: int, width: int, what: str) -> int:
+        if turn >= width:
+            raise CallCreditError(f"rollout {rollout}: {what} in model turn {turn}, but the completion has {width} "
+                                  "turns")
+        return turn
 
     @staticmethod
     def _log_malformed(adv, refused, token_adv, turns, accelerator, metrics: dict) -> None:

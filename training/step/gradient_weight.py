@@ -26,7 +26,7 @@ def log_gradient_weight(batch: dict, accelerator, metrics: dict) -> None:
     mask = loss_mask(batch)
     adv = batch["advantages"]
     adv = adv.unsqueeze(1).expand_as(logps) if adv.dim() == 1 else adv
-    weight = 2 * adv.abs() * (1 - logps.exp()) * mask
+    weight = adv.abs() * (1 - logps.exp()) * mask  # the factor 2 cancels in the shares
     per_rollout = accelerator.gather(weight.sum(dim=1))
     positive = accelerator.gather((weight * (adv > 0)).sum().reshape(1)).sum()
     total = per_rollout.sum()

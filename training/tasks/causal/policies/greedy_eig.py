@@ -9,7 +9,8 @@ All (d - 1) G M hypothetical posteriors are scored in one batched call (`what_if
 G = 5, M = 8: 160 at 5 variables, about 0.1 s). It is a nested Monte-Carlo estimate, unbiased for the expected
 posterior entropy under the posterior predictive, with sampling noise ~ sd(H) / sqrt(M). The registered baseline
 (`POLICIES["greedy_eig"]`, `greedy_eig_baseline`) uses G = `belief.NONLINEAR_GRID` = 26 (the options' grid), fine
-enough to come near an interior optimum (CBO toy graph: the best value on its grid is 0.02 from the optimum, against 1.17 on a 5-value grid).
+enough to come near an interior optimum (CBO toy graph: the best value on its grid is 0.02 from the optimum, against
+1.17 on a 5-value grid).
 """
 
 from __future__ import annotations
