@@ -138,13 +138,13 @@ def test_kl_penalty_in_the_gae_rewards_reads_the_reference_log_probs(make_traine
 
 
 def test_value_head_adds_no_forward_pass(make_trainer):
-    from training.features.value_head import final_norm
+    from training.features.final_hidden_state import hook_final_hidden_state
 
     counts = {}
     for estimator in ("grpo", "gae"):
         trainer = make_trainer(advantage_estimator=estimator, max_steps=1, beta=0.04)
         calls = []
-        final_norm(trainer.model).register_forward_hook(lambda *args: calls.append(1))
+        hook_final_hidden_state(trainer.model, lambda hidden: calls.append(1))
         trainer.train()
         counts[estimator] = len(calls)
     assert counts["gae"] == counts["grpo"] > 0

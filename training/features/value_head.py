@@ -1,11 +1,12 @@
 """A value head trained with GAE beside GRPO, computed in the loss's own forward pass.
 
-How one forward serves both: a forward hook on the base model's final norm captures the last hidden states while
-TRL's `_compute_loss` runs its forward for the policy log-probs. Right after that forward (before TRL reads
-`batch["advantages"]`) the values are computed from those hidden states and the batch's advantages are replaced by
-per-token (B, T) ones from the registered estimator (training/algorithms/advantages.py); after TRL's loss, the clipped value
-loss is added. The first visit of a generation batch fixes its old values, returns and advantages (batch keys
-`old_values`, `value_returns`, `value_advantages`); later visits (`num_iterations > 1`) reuse them.
+How one forward serves both: a forward hook on the model's backbone captures the final hidden states (the LM head's
+input, training/features/final_hidden_state.py) while TRL's `_compute_loss` runs its forward for the policy
+log-probs. Right after that forward (before TRL reads `batch["advantages"]`) the values are computed from those
+hidden states and the batch's advantages are replaced by per-token (B, T) ones from the registered estimator
+(training/algorithms/advantages.py); after TRL's loss, the clipped value loss is added. The first visit of a
+generation batch fixes its old values, returns and advantages (batch keys `old_values`, `value_returns`,
+`value_advantages`); later visits (`num_iterations > 1`) reuse them.
 
 The head lives outside the model (so weight syncs to vLLM never see it), so this feature also puts it into the
 optimizer, the gradient clipping, cross-process gradient averaging, `zero_grad`, checkpoints and the export.
@@ -19,7 +20,6 @@ import os
 from collections.abc import Iterator
 
 import torch
-from peft import PeftModel
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
@@ -27,18 +27,9 @@ from training.algorithms.advantages import AdvantageSettings, get_estimator
 from training.algorithms.trajectory import loss_mask
 from training.algorithms.value import ValueHead, clipped_value_loss, explained_variance
 from training.errors import MissingPathError
+from training.features.final_hidden_state import architecture, hook_final_hidden_state
 
 VALUE_HEAD_FILE = "value_head.safetensors"
-
-
-def final_norm(model) -> torch.nn.Module:
-    """The base model's final norm module (its output is the hidden state the LM head reads)."""
-    base = model.get_base_model() if isinstance(model, PeftModel) else model
-    decoder = base.get_decoder()
-    norm = getattr(decoder, "norm", None)
-    if not isinstance(norm, torch.nn.Module):
-        raise TypeError(f"{type(decoder).__name__} has no final `norm` module to read hidden states from")
-    return norm
 
 
 class ValueHeadStepCallback(TrainerCallback):
@@ -81,6 +72,7 @@ class ValueHeadFeature:
         self.head: ValueHead | None = None
         self.grads_synced = False
         self._captured: list[torch.Tensor] | None = None
+        self._architecture = architecture(model)
         if not self.estimator.needs_values:
             return
         if sharded:
@@ -93,18 +85,26 @@ class ValueHeadFeature:
                 f"value_kl_coef={args.value_kl_coef} needs reference log-probs, which TRL computes only with "
                 "beta != 0; set beta > 0 or value_kl_coef=0"
             )
+        try:
+            hook_final_hidden_state(model, self._capture)
+        except TypeError as err:
+            raise TypeError(f"advantage_estimator={args.advantage_estimator!r} needs the final hidden states for its "
+                            f"value head: {err}") from err
         hidden_size = model.config.get_text_config().hidden_size
         self.head = ValueHead(hidden_size).to(device=accelerator.device, dtype=torch.float32)
-        final_norm(model).register_forward_hook(self._capture)
 
     @property
     def enabled(self) -> bool:
         return self.head is not None
 
     # ---- the loss forward -------------------------------------------------------------------------------------------
-    def _capture(self, module, args, output):
-        if self._captured is not None:
-            self._captured.append(output)
+    def _capture(self, hidden: torch.Tensor | None) -> None:
+        if self._captured is None:
+            return
+        if hidden is None:
+            raise TypeError(f"value head: {self._architecture}'s backbone returned no `last_hidden_state` in the loss "
+                            "forward, so the value head has no final hidden states to read")
+        self._captured.append(hidden)
 
     @contextlib.contextmanager
     def capturing(self) -> Iterator[None]:
@@ -119,7 +119,8 @@ class ValueHeadFeature:
         """Values from the hidden states just captured; on the batch's first visit its old values, returns and
         advantages are fixed. Sets `batch["advantages"]` to the per-token ones; returns the values (with grad)."""
         if not self._captured:
-            raise RuntimeError("value head: the final-norm hook captured no hidden states during the loss forward")
+            raise RuntimeError(f"value head: the backbone hook of {self._architecture} captured no hidden states "
+                               "during the loss forward")
         hidden = torch.cat(self._captured, dim=0)
         # The hidden state at position p predicts token p + 1: completion token t is predicted from P + t - 1.
         values = self.head(hidden[:, -logits_to_keep - 1 : -1])

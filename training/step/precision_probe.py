@@ -2,18 +2,25 @@
 
 The recipe says `bf16`/`fp16`/`dtype`; what the forward passes run under is decided further down (accelerate wraps
 the model's forward in autocast for its mixed precision, TRL's loss forward runs in `accelerator.autocast()`,
-DeepSpeed casts the weights). A forward pre-hook on the base model's final norm (every forward passes it; TRL's loss
-forward computes the log-probs from the LM head's weight without calling the head) notes, the first time it runs with
-and without gradients (the loss forward; sampling, the log-prob check and the held-out evaluation), whether autocast
-is on and in which dtype, and the dtype of the hidden states reaching it; then it removes itself. The weights'
-dtypes are read when the summary is written.
+DeepSpeed casts the weights). A forward hook on the model's backbone (training/features/final_hidden_state.py: every
+forward runs it, in any architecture; TRL's loss forward computes the log-probs from the LM head's weight without
+calling the head) notes, the first time it runs with and without gradients (the loss forward; sampling, the log-prob
+check and the held-out evaluation), whether autocast is on and in which dtype, and the dtype of the final hidden
+state (the LM head's input); then it removes itself. The weights' dtypes are read when the summary is written.
+
+A model with no such place (no backbone, or a backbone whose output has no `last_hidden_state`) gets one warning and
+`None` for what the probe would have seen; the run goes on.
 """
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
-from training.features.value_head import final_norm
+from training.features.final_hidden_state import architecture, backbone, hook_final_hidden_state
+
+logger = logging.getLogger(__name__)
 
 
 def _name(dtype) -> str | None:
@@ -42,18 +49,35 @@ class PrecisionProbe:
     def __init__(self):
         self.seen: dict[str, dict] = {}
         self._handle = None
+        self._architecture = ""
 
     def attach(self, model: torch.nn.Module) -> None:
-        self._handle = final_norm(model).register_forward_pre_hook(self._observe)
-
-    def _observe(self, module, args) -> None:
-        kind = self.KINDS[torch.is_grad_enabled()]
-        if kind in self.seen or not args or not isinstance(args[0], torch.Tensor):
+        self._architecture = architecture(model)
+        if backbone(model) is None:
+            self._unobservable("it has no backbone module (`base_model`) distinct from the model")
             return
-        hidden = args[0]
+        self._handle = hook_final_hidden_state(model, self._observe)
+
+    def _observe(self, hidden: torch.Tensor | None) -> None:
+        if hidden is None:
+            self._unobservable("its backbone's output has no `last_hidden_state`")
+            self._detach()
+            return
+        kind = self.KINDS[torch.is_grad_enabled()]
+        if kind in self.seen:
+            return
         self.seen[kind] = {"autocast_dtype": autocast_dtype(hidden.device.type),
                            "hidden_dtype": _name(hidden.dtype), "device": hidden.device.type}
-        if len(self.seen) == len(self.KINDS) and self._handle is not None:
+        if len(self.seen) == len(self.KINDS):
+            self._detach()
+
+    def _unobservable(self, why: str) -> None:
+        logger.warning("precision probe: %s has no final hidden state to observe (%s); run_summary.json's "
+                       "precision will not say which autocast and hidden-state dtype the forwards ran in",
+                       self._architecture, why)
+
+    def _detach(self) -> None:
+        if self._handle is not None:
             self._handle.remove()
             self._handle = None
 
