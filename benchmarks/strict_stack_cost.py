@@ -8,8 +8,8 @@ benchmarks/record_at_sample_speed.py (LoRA on all linear layers, `num_iterations
 - `record-only`: the schema checks, the reward checks, the ratio statistics, the health callback and metrics.jsonl are
   switched off on the instance (the benchmark replaces them with no-ops; nothing in the library does this).
 - `full`: all of them on, plus the LoRA reference adapter kept in sync every step (beta 0, so the loss never reads
-  it: the cost is the copy, the verification count and the checksum) and a forward hook on the final norm capturing
-  hidden states in every forward, as the value head's does.
+  it: the cost is the copy, the verification count and the checksum) and a forward hook on the backbone capturing the
+  final hidden states in every forward, as the value head's does.
 Step time is TRL's `step_time`, the mean over generation batches after the first; reported: the median over pairs
 of full / record-only and the range. Goal: <= 1.05.
 """
@@ -33,7 +33,7 @@ from benchmarks.record_at_sample_speed import (
 )
 from benchmarks.markdown_section import publish
 from tests.support.tiny_trainer import TASK_TRAIN, length_reward
-from training.features.value_head import final_norm
+from training.features.final_hidden_state import hook_final_hidden_state
 from training.run_setup.config import StrictGRPOConfig
 from training.run_setup.flags import read_flags
 from training.run_setup.prompt_datasets import load_rows
@@ -64,7 +64,7 @@ def add_zero_beta_reference_and_hook(trainer: StrictGRPOTrainer) -> None:
     trainer.args.ref_model_mixup_alpha = 1.0  # a hard sync, verified to leave 0 differing tensors
     trainer.add_callback(trainer.reference.attach(model, trainer.accelerator, trainer._metrics["train"], force=True))
     captured: list = []
-    final_norm(model).register_forward_hook(lambda module, args, output: captured.append(output) or captured.clear())
+    hook_final_hidden_state(model, lambda hidden: captured.append(hidden) or captured.clear())
 
 
 def run_variant(variant: str, model_dir: str, steps: int, rows: list[dict]) -> float:
@@ -100,7 +100,7 @@ def main() -> None:
         f"Command: `python -m benchmarks.strict_stack_cost --pairs {args.pairs} --steps {args.steps} "
         f"--models {args.models} --write BENCHMARKS.md`. Machine: {machine}. Recipe as the record-at-sample "
         "benchmark. `full`: schema checks, reward checks, ratio statistics, health detectors, metrics.jsonl, a LoRA "
-        "reference adapter synced and verified every step (beta 0), a hidden-state hook on the final norm. "
+        "reference adapter synced and verified every step (beta 0), a hidden-state hook on the backbone. "
         "`record-only`: those switched off. Goal: full / record-only <= 1.05.",
         "",
         "| model | full / record-only (median of pairs) | range over pairs | full (s/step) | record-only (s/step) |",
