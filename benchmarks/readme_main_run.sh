@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main command as a new user runs it: a fresh clone of this checkout's HEAD, an empty HOME (no model,
 # warm-start or pip cache of ours), the launcher's default threads. The command is read from the README itself (the
-# first bash block after "Main job"), so this measures what the README says. Prints the wall time of the whole
+# first bash block after "The main job"), so this measures what the README says. Prints the wall time of the whole
 # command and the run's own end-of-run comparison; the clone, the run and its log stay under OUT_DIR.
 #   benchmarks/readme_main_run.sh [OUT_DIR]        # default /tmp/readme_main_run/<time>
 set -euo pipefail
@@ -10,8 +10,8 @@ out=${1:-/tmp/readme_main_run/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out/home"
 git clone -q "$repo" "$out/clone"
 cd "$out/clone"
-command=$(awk '/^Main job/ {found = 1} found && /^```bash/ {getline; print; exit}' README.md)
-[ -n "$command" ] || { echo "error: no bash block after 'Main job' in README.md" >&2; exit 2; }
+command=$(awk '/^The main job/ {found = 1} found && /^```bash/ {getline; print; exit}' README.md)
+[ -n "$command" ] || { echo "error: no bash block after 'The main job' in README.md" >&2; exit 2; }
 echo "commit $(git rev-parse HEAD); command: $command" | tee "$out/command.txt"
 start=$(date +%s)
 HOME="$out/home" bash -c "$command" > "$out/run.log" 2>&1 || { echo "the command failed; see $out/run.log" >&2; exit 1; }
