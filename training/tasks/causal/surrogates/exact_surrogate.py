@@ -23,12 +23,17 @@ from training.tasks.causal.surrogates.linear_scores import (
     NodeStats,
     check_batch,
     log_local_scores,
+    log_local_scores_sparse,
     merge_rows,
     merge_single_rows,
 )
-from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
+from training.tasks.causal.surrogates.structure_posterior import (
+    parent_log_posterior,
+    sample_dags,
+    sparse_parent_log_posterior,
+)
 from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
-from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, members, parent_bound
+from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, members, parent_bound, score_plan
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
@@ -159,8 +164,9 @@ class ExactSurrogate:
         else:
             stats = [merge_rows(self.stats, s, m) for s, m in checked]
             count, mean, m2 = (np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
-        log_post = parent_log_posterior(log_local_scores(count, mean, m2, self.max_parents), self.t)[0]
-        return row_entropies(log_post)
+        plan = score_plan(self.d, self.max_parents)
+        scores = log_local_scores_sparse(count, mean, m2, self.max_parents)
+        return row_entropies(sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0])
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
