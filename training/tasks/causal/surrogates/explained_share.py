@@ -14,30 +14,43 @@ import numpy as np
 
 RIDGE = 1e-10
 CLOSED_FORM_MAX = 3
+TINY_PIVOT = 1e-300  # keeps the sqrt of a non-positive pivot finite; those systems are solved again
 
 
 def explained_share(corr: np.ndarray, nodes: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """(B, m): c' (A + RIDGE I)^-1 c with A = corr[:, v, S, S], c = corr[:, v, S, v] for the pairs (nodes[i], the
-    members idx[i]); `corr` (B, d, d, d) has a unit diagonal."""
+    members idx[i]); `corr` (B, d, d, d) has a unit diagonal, so every pivot starts from 1 + RIDGE."""
     k = idx.shape[1]
     if k > CLOSED_FORM_MAX:
         return reference_explained_share(corr, nodes, idx)
-    c = [corr[:, nodes, idx[:, i], nodes] for i in range(k)]
-    a = {(i, j): corr[:, nodes, idx[:, i], idx[:, j]] for i in range(k) for j in range(i)}
+    bsz, d = corr.shape[:2]
+    flat = corr.reshape(bsz, d ** 3)
+
+    def entry(row: np.ndarray, col: np.ndarray) -> np.ndarray:  # corr[:, nodes, row, col], (B, m)
+        return flat.take(nodes * d * d + row * d + col, axis=1)
+
     diag = 1.0 + RIDGE
-    low: dict[tuple[int, int], np.ndarray] = {}
-    z, pivots_ok = [], np.ones(c[0].shape, dtype=bool)
-    for i in range(k):
-        for j in range(i):
-            low[i, j] = (a[i, j] - sum(low[i, q] * low[j, q] for q in range(j))) / low[j, j]
-        pivot = diag - sum(low[i, q] ** 2 for q in range(i))
-        pivots_ok &= pivot > 0
-        low[i, i] = np.sqrt(np.where(pivot > 0, pivot, 1.0))
-        z.append((c[i] - sum(low[i, q] * z[q] for q in range(i))) / low[i, i])
-    r2 = sum(zi * zi for zi in z)
-    if not pivots_ok.all():
-        bad = np.nonzero(~pivots_ok)
-        r2[bad] = _solve_pairs(corr, nodes, idx, bad)
+    inv0 = 1.0 / np.sqrt(diag)
+    z0 = entry(idx[:, 0], nodes) * inv0
+    r2 = z0 * z0
+    if k == 1:
+        return r2
+    l10 = entry(idx[:, 1], idx[:, 0]) * inv0
+    p1 = diag - l10 * l10
+    l11 = np.sqrt(np.maximum(p1, TINY_PIVOT))
+    z1 = (entry(idx[:, 1], nodes) - l10 * z0) / l11
+    r2 += z1 * z1
+    bad = p1 <= 0
+    if k == 3:
+        l20 = entry(idx[:, 2], idx[:, 0]) * inv0
+        l21 = (entry(idx[:, 2], idx[:, 1]) - l20 * l10) / l11
+        p2 = diag - l20 * l20 - l21 * l21
+        z2 = (entry(idx[:, 2], nodes) - l20 * z0 - l21 * z1) / np.sqrt(np.maximum(p2, TINY_PIVOT))
+        r2 += z2 * z2
+        bad |= p2 <= 0
+    if bad.any():
+        where = np.nonzero(bad)
+        r2[where] = _solve_pairs(corr, nodes, idx, where)
     return r2
 
 

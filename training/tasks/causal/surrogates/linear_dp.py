@@ -88,6 +88,15 @@ def shifted_scores(values: np.ndarray, nodes: np.ndarray, sets: np.ndarray, d: i
     return out.reshape(d, half, len(values)), shift
 
 
+def _sum_of_products(x: np.ndarray, i: np.ndarray, y: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """sum_c x[i[:, c]] * y[j[:, c]] over the columns c of the (m, c) index arrays, rows of B values each (a column
+    at a time: 2x faster than one einsum over (m, c, B) gathers)."""
+    acc = x[i[:, 0]] * y[j[:, 0]]
+    for c in range(1, i.shape[1]):
+        acc += x[i[:, c]] * y[j[:, c]]
+    return acc
+
+
 def order_sums_linear(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(l, r): (2^d, B) from a (d, 2^(d - 1), B), the recursions of `structure_posterior.order_sums` unshifted."""
     d, half, bsz = a.shape
@@ -98,10 +107,10 @@ def order_sums_linear(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     l[0], r[n - 1] = 1.0, 1.0
     for k in range(1, d + 1):
         layer = plan.layers[k]
-        l[layer.masks] = np.einsum("mkb,mkb->mb", flat[lin.l_a[k]], l[layer.l_rest])
+        l[layer.masks] = _sum_of_products(flat, lin.l_a[k], l, layer.l_rest)
     for k in range(d - 1, -1, -1):
         layer = plan.layers[k]
-        r[layer.masks] = np.einsum("mkb,mkb->mb", flat[lin.r_a[k]], r[layer.r_next])
+        r[layer.masks] = _sum_of_products(flat, lin.r_a[k], r, layer.r_next)
     return l, r
 
 

@@ -139,18 +139,23 @@ def log_bayes_factors_sparse(count: np.ndarray, mean: np.ndarray, m2: np.ndarray
     g = n
     own_constant = np.diagonal(constant, axis1=-2, axis2=-1)  # (B, d): node v constant on its own rows
     informative = (nu > 0) & ~own_constant  # otherwise BF = 1 for every S
+    any_constant, all_informative = constant.any(), informative.all()
     out = np.zeros((b, len(plan.nodes)))
     log1g = np.log1p(g)
     for grp in plan.size_groups:
-        nodes, idx = grp.nodes, grp.idx
+        nodes, idx, k = grp.nodes, grp.idx, grp.k
         r2 = np.clip(explained_share(corr, nodes, idx), 0.0, 1.0)
-        free = (~constant[:, nodes[:, None], idx]).sum(axis=-1)  # (B, m) non-constant regressors
-        nu_m, g_m, l1g = nu[:, nodes], g[:, nodes], log1g[:, nodes]
+        if any_constant:
+            free = (~constant[:, nodes[:, None], idx]).sum(axis=-1)  # (B, m) non-constant regressors
+        else:
+            free = np.full(1, k)
+        nu_m = nu[:, nodes]
         rank = np.minimum(free, np.maximum(nu_m, 0.0))
         rank_full = rank >= nu_m
-        r2 = np.where(rank_full, 1.0, r2)  # r = nu: the fit is exact
-        lbf = 0.5 * (nu_m - rank) * l1g - 0.5 * nu_m * np.log1p(g_m * (1.0 - r2))
-        out[:, grp.cols] = np.where(informative[:, nodes], lbf, 0.0)
+        if rank_full.any():
+            r2 = np.where(rank_full, 1.0, r2)  # r = nu: the fit is exact
+        lbf = 0.5 * (nu_m - rank) * log1g[:, nodes] - 0.5 * nu_m * np.log1p(g[:, nodes] * (1.0 - r2))
+        out[:, grp.cols] = lbf if all_informative else np.where(informative[:, nodes], lbf, 0.0)
     return out
 
 
