@@ -42,7 +42,9 @@ from training.tasks.causal.surrogates.surrogate import (
 )
 
 
-LOOKAHEAD_ENTRIES = 1 << 22  # scores per DP call in `what_if_many` (32 MiB of float64 per array)
+# the DP's array per call in `what_if_many`: d 2^(d - 1) entries a data set (`linear_dp`), 64 MiB of float64 in all:
+# 16 data sets a call at 16 variables (4 ran twice as slow a data set: the gathers move rows of B values)
+LOOKAHEAD_ENTRIES = 1 << 23
 
 
 @dataclass
@@ -150,11 +152,11 @@ class ExactSurrogate:
     # ---- lookahead -------------------------------------------------------------------------------------------
     def what_if_many(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Entropy after adding each (samples, intervened) batch to the current data, without mutating: batched
-        scoring + DP calls of at most `LOOKAHEAD_ENTRIES` scores each (one call for every batch up to 10 variables)."""
+        scoring + DP calls of at most `LOOKAHEAD_ENTRIES` entries each (one call for every batch up to 12 variables)."""
         if not batches:
             return np.zeros(0)
         checked = [check_batch(s, m, self.d) for s, m in batches]
-        step = max(1, LOOKAHEAD_ENTRIES // (self.d << self.d))  # data sets per DP call: bounded memory at large d
+        step = max(1, LOOKAHEAD_ENTRIES // (self.d << (self.d - 1)))  # data sets per DP call: bounded memory at large d
         return np.concatenate([self._entropies_after(checked[i:i + step]) for i in range(0, len(checked), step)])
 
     def _entropies_after(self, checked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:

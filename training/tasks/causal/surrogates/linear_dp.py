@@ -31,11 +31,17 @@ TINY = 1e-280
 
 
 @dataclass(frozen=True)
-class LinearPlan:
-    """Flat indices into a (d * 2^(d - 1), B) array of a for the DP's gathers, per layer k of `subset_plan`."""
+class OrderPlan:
+    """Per layer of the recursions, the masks computed and what they sum over, with flat indices into a
+    (d * 2^(d - 1), B) array of a. For a target t, only what its posterior reads: L(U) for U ∌ t (whose recursion
+    stays among sets without t) and R(P) for P ∋ t (likewise among sets with t); half of each."""
 
-    l_a: tuple[np.ndarray, ...]  # (m, k): a_v(U \\ {v}) for v in U
+    l_masks: tuple[np.ndarray, ...]  # (m,) layers k = 1 .. d, in order
+    l_a: tuple[np.ndarray, ...]  # (m, k): a_v(U \ {v}) for v in U
+    l_rest: tuple[np.ndarray, ...]  # (m, k): U \ {v}
+    r_masks: tuple[np.ndarray, ...]  # layers k = d - 1 .. 0, in order
     r_a: tuple[np.ndarray, ...]  # (m, d - k): a_v(P) for v not in P
+    r_next: tuple[np.ndarray, ...]  # (m, d - k): P ∪ {v}
 
 
 def squeeze_bit(masks: np.ndarray, v) -> np.ndarray:
@@ -45,13 +51,22 @@ def squeeze_bit(masks: np.ndarray, v) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def linear_plan(d: int) -> LinearPlan:
+def order_plan(d: int, target: int | None) -> OrderPlan:
+    """`OrderPlan` for the posterior of `target`, or for every mask (None)."""
     half = 1 << (d - 1)
-    plan = subset_plan(d)
-
-    return LinearPlan(
-        l_a=tuple(layer.l_v * half + squeeze_bit(layer.l_rest, layer.l_v) for layer in plan.layers),
-        r_a=tuple(layer.r_v * half + squeeze_bit(layer.masks[:, None], layer.r_v) for layer in plan.layers),
+    layers = subset_plan(d).layers
+    bit = 0 if target is None else 1 << target
+    l_keep = [np.flatnonzero(layer.masks & bit == 0) for layer in layers]
+    r_keep = [np.flatnonzero(layer.masks & bit == bit) for layer in layers]
+    l_layers = [(layers[k], l_keep[k]) for k in range(1, d + 1) if len(l_keep[k])]
+    r_layers = [(layers[k], r_keep[k]) for k in range(d - 1, -1, -1) if len(r_keep[k])]
+    return OrderPlan(
+        l_masks=tuple(layer.masks[i] for layer, i in l_layers),
+        l_a=tuple(layer.l_v[i] * half + squeeze_bit(layer.l_rest[i], layer.l_v[i]) for layer, i in l_layers),
+        l_rest=tuple(layer.l_rest[i] for layer, i in l_layers),
+        r_masks=tuple(layer.masks[i] for layer, i in r_layers),
+        r_a=tuple(layer.r_v[i] * half + squeeze_bit(layer.masks[i, None], layer.r_v[i]) for layer, i in r_layers),
+        r_next=tuple(layer.r_next[i] for layer, i in r_layers),
     )
 
 
@@ -97,20 +112,19 @@ def _sum_of_products(x: np.ndarray, i: np.ndarray, y: np.ndarray, j: np.ndarray)
     return acc
 
 
-def order_sums_linear(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(l, r): (2^d, B) from a (d, 2^(d - 1), B), the recursions of `structure_posterior.order_sums` unshifted."""
+def order_sums_linear(a: np.ndarray, target: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(l, r): (2^d, B) from a (d, 2^(d - 1), B), the recursions of `structure_posterior.order_sums` unshifted; with a
+    `target`, only l(U) for U ∌ target and r(P) for P ∋ target are computed (`order_plan`), the rest is garbage."""
     d, half, bsz = a.shape
     n = half << 1
-    plan, lin = subset_plan(d), linear_plan(d)
+    plan = order_plan(d, target)
     flat = a.reshape(d * half, bsz)
     l, r = np.empty((n, bsz)), np.empty((n, bsz))
     l[0], r[n - 1] = 1.0, 1.0
-    for k in range(1, d + 1):
-        layer = plan.layers[k]
-        l[layer.masks] = _sum_of_products(flat, lin.l_a[k], l, layer.l_rest)
-    for k in range(d - 1, -1, -1):
-        layer = plan.layers[k]
-        r[layer.masks] = _sum_of_products(flat, lin.r_a[k], r, layer.r_next)
+    for masks, i, j in zip(plan.l_masks, plan.l_a, plan.l_rest):
+        l[masks] = _sum_of_products(flat, i, l, j)
+    for masks, i, j in zip(plan.r_masks, plan.r_a, plan.r_next):
+        r[masks] = _sum_of_products(flat, i, r, j)
     return l, r
 
 
@@ -122,11 +136,11 @@ def parent_log_posterior_linear(values: np.ndarray, nodes: np.ndarray, sets: np.
     bsz, n = len(values), 1 << d
     a, shift = shifted_scores(values, nodes, sets, d)
     subset_sums(a, range(d - 1))
-    l, r = order_sums_linear(a)
-    bit = 1 << target
+    l, r = order_sums_linear(a, target)
     free = subset_plan(d).without_bit[target]
+    l, r = l[free], r[free | 1 << target]
     h = np.zeros((n, bsz))
-    h[free] = l[free] * r[free | bit]
+    h[free] = l * r
     superset_sums(h, [b for b in range(d) if b != target])
     underflow = ((a[:, 0, :] < TINY).any(axis=0) | (l.min(axis=0) < TINY) | (r.min(axis=0) < TINY)
                  | (h[free].min(axis=0) < TINY))

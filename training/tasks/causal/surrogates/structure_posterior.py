@@ -152,6 +152,15 @@ def categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum((cdf <= u[:, None]).sum(axis=1), p.shape[1] - 1)
 
 
+def _parents(log_beta: np.ndarray, v: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per draw i, a parent set S ⊆ w[i] of node v[i] drawn with probability ∝ beta_v(S): `categorical` over the
+    sets finite for some drawn node only. The same draw as over all 2^d sets: a -inf set adds exactly 0 to the
+    cumulative sum, so the first set past the uniform is the same set."""
+    live = np.flatnonzero(np.isfinite(log_beta[np.unique(v)]).any(axis=0))
+    subsets = (live[None, :] & ~w[:, None]) == 0  # (n, sets): S ⊆ U \\ {v}
+    return live[categorical(np.where(subsets, log_beta[v][:, live], -np.inf), rng)]
+
+
 def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n DAGs (n, d) parent masks from the posterior p(G | D) ∝ sum_≺ prod_v beta_v(Pa_v) 1[G ⊆ ≺] (one data
     set).
@@ -162,7 +171,6 @@ def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.nd
     d = log_beta.shape[0]
     alpha = zeta_transform(log_beta[None])[0]
     log_l = order_sums(alpha[None])[0][0]
-    all_masks = np.arange(1 << d)
     bits = 1 << np.arange(d)
     rows = np.arange(n)
     out = np.zeros((n, d), dtype=np.int64)
@@ -173,7 +181,6 @@ def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.nd
                                -np.inf)
         v = categorical(placed_last, rng)
         w = rest[rows, v]
-        subsets = (all_masks[None, :] & ~w[:, None]) == 0  # (n, 2^d): S ⊆ U \\ {v}
-        out[rows, v] = categorical(np.where(subsets, log_beta[v], -np.inf), rng)
+        out[rows, v] = _parents(log_beta, v, w, rng)
         u = w
     return out
