@@ -153,22 +153,28 @@ class ExactSurrogate:
     def what_if_many(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Entropy after adding each (samples, intervened) batch to the current data, without mutating: batched
         scoring + DP calls of at most `LOOKAHEAD_ENTRIES` entries each (one call for every batch up to 12 variables)."""
-        if not batches:
-            return np.zeros(0)
         checked = [check_batch(s, m, self.d) for s, m in batches]
-        step = max(1, LOOKAHEAD_ENTRIES // (self.d << (self.d - 1)))  # data sets per DP call: bounded memory at large d
-        return np.concatenate([self._entropies_after(checked[i:i + step]) for i in range(0, len(checked), step)])
+        if checked and all(len(s) == 1 for s, _ in checked):
+            return self.what_if_rows(np.concatenate([s for s, _ in checked]), np.concatenate([m for _, m in checked]))
+        return self._in_steps(len(checked), lambda i, j: _stack_stats(
+            [merge_rows(self.stats, s, m) for s, m in checked[i:j]]))
 
-    def _entropies_after(self, checked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        if all(len(s) == 1 for s, _ in checked):  # single rows (greedy EIG): one vectorised Welford update
-            count, mean, m2 = merge_single_rows(self.stats, np.concatenate([s for s, _ in checked]),
-                                                np.concatenate([m for _, m in checked]))
-        else:
-            stats = [merge_rows(self.stats, s, m) for s, m in checked]
-            count, mean, m2 = (np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
+    def what_if_rows(self, samples: np.ndarray, intervened: np.ndarray) -> np.ndarray:
+        """Entropy after adding each single row samples[i] (mask intervened[i]) to the current data, without
+        mutating: `what_if_many` of one-row batches, checked once and merged by one vectorised Welford update."""
+        samples, intervened = check_batch(samples, intervened, self.d)
+        return self._in_steps(len(samples), lambda i, j: merge_single_rows(self.stats, samples[i:j], intervened[i:j]))
+
+    def _in_steps(self, n: int, stats_of) -> np.ndarray:
+        """The entropies of n hypothetical data sets, `stats_of(i, j)` giving stacked stats of data sets i..j - 1,
+        in DP calls of at most `LOOKAHEAD_ENTRIES` entries (bounded memory at large d)."""
+        step = max(1, LOOKAHEAD_ENTRIES // (self.d << (self.d - 1)))
         plan = score_plan(self.d, self.max_parents)
-        scores = log_local_scores_sparse(count, mean, m2, self.max_parents)
-        return row_entropies(sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0])
+        out = [np.zeros(0)]
+        for i in range(0, n, step):
+            scores = log_local_scores_sparse(*stats_of(i, min(i + step, n)), self.max_parents)
+            out.append(row_entropies(sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]))
+        return np.concatenate(out)
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
@@ -259,6 +265,10 @@ def _factor_and_solve(sxx: np.ndarray, sxy: np.ndarray) -> tuple[np.ndarray, np.
         return vec * np.sqrt(inv)[:, None, :], np.einsum("gij,gj,gkj,gk->gi", vec, inv, vec, sxy)
     factor = np.swapaxes(np.linalg.inv(low), 1, 2)
     return factor, np.einsum("gij,gkj,gk->gi", factor, factor, sxy)
+
+
+def _stack_stats(stats: list[NodeStats]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
 
 
 def row_entropies(log_post: np.ndarray) -> np.ndarray:
