@@ -138,7 +138,8 @@ class AdditiveSurrogate:
     def _entropies(self, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
         plan = score_plan(self.d)
         scores = log_local_scores_moments(count, mean, m2)
-        return row_entropies(sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0])
+        log_post = sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]
+        return row_entropies(log_post[:, plan.sets[plan.nodes == self.t]])  # the sets of nonzero probability
 
     def expected_gain(self, do: tuple[int, float] | None, mask: np.ndarray, draws: int,
                       rng: np.random.Generator) -> float | None:

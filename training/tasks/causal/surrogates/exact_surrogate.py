@@ -170,10 +170,12 @@ class ExactSurrogate:
         in DP calls of at most `LOOKAHEAD_ENTRIES` entries (bounded memory at large d)."""
         step = max(1, LOOKAHEAD_ENTRIES // (self.d << (self.d - 1)))
         plan = score_plan(self.d, self.max_parents)
+        scored = plan.sets[plan.nodes == self.t]  # the target's sets of nonzero probability
         out = [np.zeros(0)]
         for i in range(0, n, step):
             scores = log_local_scores_sparse(*stats_of(i, min(i + step, n)), self.max_parents)
-            out.append(row_entropies(sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]))
+            log_post = sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]
+            out.append(row_entropies(log_post[:, scored]))
         return np.concatenate(out)
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:

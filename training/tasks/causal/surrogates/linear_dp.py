@@ -161,11 +161,11 @@ def parent_log_posterior_linear(values: np.ndarray, nodes: np.ndarray, sets: np.
     underflow = ((np.delete(a[:, 0, :], target, axis=0) < TINY).any(axis=0) | (l.min(axis=0) < TINY) | (r.min(axis=0) < TINY)
                  | (h[free].min(axis=0) < TINY))
     own = np.flatnonzero(nodes == target)
-    log_joint = np.full((bsz, n), -np.inf)
+    log_post = np.full((bsz, n), -np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):  # an underflowed data set's h may hold 0: redone anyway
-        log_joint[:, sets[own]] = (values[:, own] + np.log(h[sets[own]]).T
-                                   + (shift.sum(axis=1) - shift[:, target])[:, None])
-        top = np.max(log_joint, axis=1, keepdims=True)
+        joint = values[:, own] + np.log(h[sets[own]]).T + (shift.sum(axis=1) - shift[:, target])[:, None]
+        top = np.max(joint, axis=1, keepdims=True)
         top = np.where(np.isfinite(top), top, 0.0)
-        log_z = np.log(np.exp(log_joint - top).sum(axis=1)) + top[:, 0]
-        return log_joint - log_z[:, None], log_z, underflow
+        log_z = np.log(np.exp(joint - top).sum(axis=1)) + top[:, 0]
+        log_post[:, sets[own]] = joint - log_z[:, None]  # the target's scored sets; the rest is 0 (-inf)
+    return log_post, log_z, underflow
