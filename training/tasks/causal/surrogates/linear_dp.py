@@ -52,11 +52,10 @@ def squeeze_bit(masks: np.ndarray, v) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def order_plan(d: int, target: int | None) -> OrderPlan:
-    """`OrderPlan` for the posterior of `target`, or for every mask (None)."""
+def order_plan(d: int, target: int) -> OrderPlan:
     half = 1 << (d - 1)
     layers = subset_plan(d).layers
-    bit = 0 if target is None else 1 << target
+    bit = 1 << target
     l_keep = [np.flatnonzero(layer.masks & bit == 0) for layer in layers]
     r_keep = [np.flatnonzero(layer.masks & bit == bit) for layer in layers]
     l_layers = [(layers[k], l_keep[k]) for k in range(1, d + 1) if len(l_keep[k])]
@@ -127,9 +126,10 @@ def _sum_of_products(x: np.ndarray, i: np.ndarray, y: np.ndarray, j: np.ndarray)
     return acc
 
 
-def order_sums_linear(a: np.ndarray, target: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(l, r): (2^d, B) from a (d, 2^(d - 1), B), the recursions of `structure_posterior.order_sums` unshifted; with a
-    `target`, only l(U) for U ∌ target and r(P) for P ∋ target are computed (`order_plan`), the rest is garbage."""
+def order_sums_linear(a: np.ndarray, target: int) -> tuple[np.ndarray, np.ndarray]:
+    """(l, r): (2^d, B) from a (d, 2^(d - 1), B), the recursions of `structure_posterior.order_sums` unshifted, at
+    what the target's posterior reads (`order_plan`: l(U) for U ∌ target, r(P) for P ∋ target); the rest is
+    garbage."""
     d, half, bsz = a.shape
     n = half << 1
     plan = order_plan(d, target)
@@ -158,8 +158,9 @@ def parent_log_posterior_linear(values: np.ndarray, nodes: np.ndarray, sets: np.
     h = np.zeros((n, bsz))
     h[free] = l * r
     superset_sums(h, [b for b in range(d) if b != target])
-    underflow = ((np.delete(a[:, 0, :], target, axis=0) < TINY).any(axis=0) | (l.min(axis=0) < TINY) | (r.min(axis=0) < TINY)
-                 | (h[free].min(axis=0) < TINY))
+    smallest = [np.delete(a[:, 0, :], target, axis=0).min(axis=0, initial=np.inf), l.min(axis=0), r.min(axis=0),
+                h[free].min(axis=0)]
+    underflow = np.minimum.reduce(smallest) < TINY
     own = np.flatnonzero(nodes == target)
     log_post = np.full((bsz, n), -np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):  # an underflowed data set's h may hold 0: redone anyway
