@@ -46,6 +46,7 @@ class AdditiveModel:
     designs: list[NodeDesign]
     weights: list[np.ndarray]  # per node: (|Pa|, F)
     noise_sd: np.ndarray
+    per_row_noise = True  # `simulate_each` takes one noise vector per row (`belief.draw_expectations` batches them)
 
     def _mean(self, v: int, x: np.ndarray) -> np.ndarray:
         out = np.full(len(x), self.intercept[v])
