@@ -17,11 +17,12 @@ from training.tasks.causal.surrogates.additive_moments import (
 from training.tasks.causal.surrogates.additive_scores import log_bayes_factors_rows, log_local_scores_rows
 from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogate
 from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, row_entropies
-from training.tasks.causal.surrogates.explained_share import explained_share, reference_explained_share
+from training.tasks.causal.surrogates.explained_share import explained_shares, reference_explained_share
 from training.tasks.causal.surrogates.linear_dp import TINY, parent_log_posterior_linear
 from training.tasks.causal.surrogates.linear_scores import (
     NodeStats,
     correlations,
+    log_bayes_factors_sparse,
     log_local_scores,
     merge_rows,
     merge_single_rows,
@@ -110,21 +111,32 @@ def _stats_of_rows(d: int, n: int, rng) -> NodeStats:
     return merge_rows(NodeStats.empty(d), x, mask)
 
 
-@pytest.mark.parametrize("d, n", [(3, 4), (5, 6), (6, 40), (8, 3)])
-def test_the_closed_form_r2_equals_the_solver_on_every_set_up_to_three_parents(d, n):
+@pytest.mark.parametrize("d, n, max_parents", [(3, 4, None), (5, 6, None), (6, 40, None), (8, 12, None), (8, 3, None),
+                                              (11, 30, 3)])
+def test_the_nested_cholesky_r2_equals_the_solver_on_every_scored_set(d, n, max_parents, monkeypatch):
     st = _stats_of_rows(d, n, np.random.default_rng(n))
     corr, _ = correlations(st.count[None], st.mean[None], st.m2[None])
-    for grp in score_plan(d, 3).size_groups:
-        assert np.allclose(explained_share(corr, grp.nodes, grp.idx),
-                           reference_explained_share(corr, grp.nodes, grp.idx), rtol=0.0, atol=1e-10)
+    groups = score_plan(d, max_parents).size_groups
+    for grp, r2 in zip(groups, explained_shares(corr, groups)):
+        reference = reference_explained_share(corr, grp.nodes, grp.idx)
+        if n > d:  # well posed (two columns 0.9999 correlated on purpose: both methods' rounding grows with it)
+            assert np.allclose(r2, reference, rtol=0.0, atol=1e-9)
+        else:  # fewer rows than regressors: singular up to the ridge, where only the clipped R^2 ~ 1 matters
+            assert np.allclose(np.clip(r2, 0, 1), np.clip(reference, 0, 1), rtol=0.0, atol=1e-6)
+    fast = log_bayes_factors_sparse(st.count[None], st.mean[None], st.m2[None], max_parents)
+    monkeypatch.setattr(share_module, "NESTED", False)
+    assert np.allclose(fast, log_bayes_factors_sparse(st.count[None], st.mean[None], st.m2[None], max_parents),
+                       rtol=0.0, atol=1e-10)
 
 
-def test_a_non_positive_pivot_goes_to_the_solver():
-    corr = np.eye(3)[None, None].repeat(3, axis=1)  # (1, 3, 3, 3)
-    corr[0, 0, 1, 2] = corr[0, 0, 2, 1] = 1.0 + 1e-6  # not a correlation matrix: the 2x2 pivot is negative
-    corr[0, 0, 1, 0] = corr[0, 0, 2, 0] = 0.5
-    nodes, idx = np.array([0]), np.array([[1, 2]])
-    assert np.allclose(explained_share(corr, nodes, idx), reference_explained_share(corr, nodes, idx), atol=1e-12)
+def test_a_non_positive_pivot_and_the_sets_grown_from_it_go_to_the_solver():
+    corr = np.eye(4)[None, None].repeat(4, axis=1)  # (1, 4, 4, 4)
+    corr[0, 0, 1, 2] = corr[0, 0, 2, 1] = 1.0 + 1e-6  # not a correlation matrix: the pivot of {1, 2} is negative
+    corr[0, 0, 1:, 0] = corr[0, 0, 0, 1:] = 0.5
+    groups = [g for g in score_plan(4).size_groups]
+    for grp, r2 in zip(groups, explained_shares(corr, groups)):
+        assert np.allclose(r2[0, grp.nodes == 0], reference_explained_share(corr, grp.nodes, grp.idx)[
+            0, grp.nodes == 0], atol=1e-9)
 
 
 @pytest.mark.parametrize("d, n", [(2, 3), (3, 8), (3, 1), (4, 20), (5, 2)])
@@ -189,7 +201,7 @@ def test_the_options_lookahead_equals_brute_force_over_every_dag(seed, monkeypat
     sur, rows, mask = _lookahead_case(seed)
     fast = sur.what_if_rows(rows, mask)
     assert np.array_equal(fast, sur.what_if_many([(r[None], m[None]) for r, m in zip(rows, mask)]))
-    monkeypatch.setattr(share_module, "CLOSED_FORM_MAX", 0)  # every R^2 by np.linalg.solve
+    monkeypatch.setattr(share_module, "NESTED", False)  # every R^2 by np.linalg.solve
     count, mean, m2 = merge_single_rows(sur.stats, rows, mask)
     log_beta = log_local_scores(count, mean, m2, sur.max_parents)
     brute = np.stack([enumerate_parent_posterior(lb, sur.t) for lb in log_beta])

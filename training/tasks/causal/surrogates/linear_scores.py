@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.tasks.causal.surrogates.explained_share import explained_share
+from training.tasks.causal.surrogates.explained_share import explained_shares
 from training.tasks.causal.surrogates.subsets import score_plan
 
 CONSTANT_REL_SD = 1e-10
@@ -142,9 +142,9 @@ def log_bayes_factors_sparse(count: np.ndarray, mean: np.ndarray, m2: np.ndarray
     any_constant, all_informative = constant.any(), informative.all()
     out = np.zeros((b, len(plan.nodes)))
     log1g = np.log1p(g)
-    for grp in plan.size_groups:
+    for grp, r2 in zip(plan.size_groups, explained_shares(corr, plan.size_groups)):
         nodes, idx, k = grp.nodes, grp.idx, grp.k
-        r2 = np.clip(explained_share(corr, nodes, idx), 0.0, 1.0)
+        r2 = np.clip(r2, 0.0, 1.0)
         if any_constant:
             free = (~constant[:, nodes[:, None], idx]).sum(axis=-1)  # (B, m) non-constant regressors
         else:

@@ -58,6 +58,7 @@ class SizeGroup:
     masks: np.ndarray  # (m,)
     idx: np.ndarray  # (m, k) members of S, ascending
     cols: np.ndarray  # (m,) each pair's place in `ScorePlan.nodes` / `ScorePlan.sets`
+    prefix: np.ndarray  # (m,) the row of (v, S without its largest member) in the group of size k - 1 (k = 1: 0)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,14 @@ def score_plan(d: int, max_parents: int | None = None) -> ScorePlan:
             for s in combinations([i for i in range(d) if i != v], k):
                 g_nodes.append(v), masks.append(mask_of(s)), idx.append(s)
         g_nodes, masks = np.array(g_nodes), np.array(masks, dtype=np.int64)
+        idx = np.array(idx, dtype=np.int64)
         cols = np.searchsorted(nodes * (1 << d) + sets, g_nodes * (1 << d) + masks)
-        groups.append(SizeGroup(k, g_nodes, masks, np.array(idx, dtype=np.int64), cols))
+        prefix = np.zeros(len(g_nodes), dtype=np.int64)
+        if k > 1:
+            prev = groups[-1]
+            prev_keys = prev.nodes * (1 << d) + prev.masks
+            order = np.argsort(prev_keys)
+            keys = g_nodes * (1 << d) + (masks & ~(1 << idx[:, -1]))
+            prefix = order[np.searchsorted(prev_keys[order], keys)]
+        groups.append(SizeGroup(k, g_nodes, masks, idx, cols, prefix))
     return ScorePlan(d, k_max, tuple(groups), log_prior, nodes, sets, log_prior[nodes, sets])
