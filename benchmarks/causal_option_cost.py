@@ -73,7 +73,13 @@ def row(label: str, scm, surrogate: str, times: list[tuple[float, float]], rate:
     wall, cpu = np.median([t[0] for t in times]), np.median([t[1] for t in times])
     floor = floor_seconds(scm, surrogate, rate)
     return (f"| {label} | {scm.d} | {surrogate} | {wall:.4f} | {cpu:.4f} | {max(t[0] for t in times):.4f} | "
-            f"{floor:.4f} | {wall / floor:.1f} | {len(times)} |")
+            f"{floor:.3g} | {wall / floor:.3g} | {len(times)} |")
+
+
+def cpu_name() -> str:
+    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or "unknown CPU"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
                f"{args.episodes} --cases {' '.join(args.cases)} --calls {args.calls}")
     text = "\n".join([
         MARK, "## Causal environment: seconds per call by size, and the arithmetic floor", "",
-        f"`{command}` at {commit} ({platform.machine()}, {platform.processor() or 'cpu'}, {os.cpu_count()} cores, "
+        f"`{command}` at {commit} ({platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, "
         f"numpy {np.__version__}, {', '.join(f'{k}={v}' for k, v in threads.items())}; measured add rate "
         f"{rate / 1e9:.2f} Gflop/s). One call: sampling, the structure reward's lookahead, the surrogate's update and "
         "the reply's options. Floor: the lookahead's arithmetic at that rate (flop model in "
