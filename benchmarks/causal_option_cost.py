@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=2)
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--calls", type=int, default=6, help="calls of each named case's episode")
+    parser.add_argument("--note", default="", help="a paragraph for under the table (the conditions, a comparison)")
     parser.add_argument("--write", default=None, help="BENCHMARKS.md to update")
     args = parser.parse_args(argv)
     rate = add_rate()
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         "`benchmarks/causal_option_floor.py`); ratio: median wall seconds / floor.", "",
         "| case | variables | surrogate | median s / call (wall) | median s / call (CPU) | max s / call (wall) | "
         "floor s / call | ratio | calls |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |", *rows, MARK])
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |", *rows, *(["", args.note] if args.note else []),
+        MARK])
     publish(text, args.write, MARK)
 
 
