@@ -13,10 +13,11 @@ parents:
   subset sums (d - 1)^2 2^(d - 2), order sums (L without the target, R with it, a multiply and an add a term)
   4 (d - 1) 2^(d - 2), the superset sum and its products (d + 1) 2^(d - 2), and one exp a score and one log a set.
 
-The rate is measured, not assumed: float64 adds a second of numpy's in-place `a += b` on arrays that stay in L2
-cache (256 KiB each), one thread: the speed of the elementwise operations the fast paths are made of. So the floor is
-what the lookahead's arithmetic would cost at numpy's best on this core; what it leaves out (sampling the SCM, the
-draws' expectations, Python) is part of what the ratio measures.
+The rate is measured, not assumed: float64 adds a CPU second (process time: a shared machine's waits left out) of
+numpy's in-place `a += b` on arrays that stay in L2 cache (256 KiB each), one thread: the speed of the elementwise
+operations the fast paths are made of. So the floor is what the lookahead's arithmetic would cost at numpy's best on
+this core; what it leaves out (sampling the SCM, the draws' expectations, Python) is part of what the ratio
+measures.
 """
 
 from __future__ import annotations
@@ -59,12 +60,12 @@ def call_flops(d: int, max_parents: int, candidates: int, additive: bool) -> flo
 
 
 def add_rate(repeats: int = 500) -> float:
-    """Float64 adds a second of numpy's in-place add on two L2-resident arrays, best of 5, one thread."""
+    """Float64 adds a CPU second of numpy's in-place add on two L2-resident arrays, best of 5, one thread."""
     a, b = np.ones(32768), np.full(32768, 1e-9)
     best = np.inf
     for _ in range(5):
-        started = time.perf_counter()
+        started = time.process_time()
         for _ in range(repeats):
             a += b
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     return repeats * len(a) / best
