@@ -1,13 +1,23 @@
-"""Seconds per call of the causal environment by the number of variables, what bounds the sizes the bundled splits
-train on (training/tasks/causal/splits.py, `SIZES`).
+"""Seconds per call of the causal environment by size, and the ratio to the arithmetic floor of the call's lookahead
+(`benchmarks.causal_option_floor`: its flop model, and the add rate measured here).
 
-One call is one `CausalEnv.intervene`: sample the SCM, the structure reward's lookahead (16 posterior draws), the
+One call is one `CausalEnv` tool call: sample the SCM, the structure reward's lookahead (16 posterior draws), the
 surrogate's update (every parent set of every node rescored, the DP rerun) and the options of the reply (every
-candidate's expected improvement under 16 draws and expected information gain under 8: `belief.Belief.of`). Episodes
-of the one-step rule (`belief_line`) on seeded chain SCMs, 6 calls after 10 observational rows, the exact surrogate
-(with its default in-degree bound of 3 above 10 variables); the median over calls and episodes.
+candidate's expected improvement under 16 draws and expected information gain under 8: `belief.Belief.of`).
 
-    python -m benchmarks.causal_option_cost --sizes 4 6 8 10 12 --episodes 2 --write BENCHMARKS.md
+* by size (`--sizes`): episodes of the one-step rule (`belief_line`) on seeded chain SCMs, 6 calls after 10
+  observational rows, the exact surrogate (its default in-degree bound of 3 above 10 variables); what bounds the
+  sizes the bundled splits train on (training/tasks/causal/splits.py, `SIZES`);
+* named cases (`--cases`): one teacher episode each (as GRPO's starting policy plays), 6 calls after 10 observational
+  rows: the bundled Sachs file (11 variables, bound 3) and er12 file, `random_scm("er", 16, 0)` (bound 3), and the
+  CBO toy file under the additive surrogate (52 candidates on the 26-value grid).
+
+Medians over calls of the wall time and of the process's CPU time (the machine may be shared: the CPU time is the
+steadier of the two, and the ratio to the floor is taken on it). Run with one thread (OMP_NUM_THREADS=1
+MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1):
+
+    python -m benchmarks.causal_option_cost --sizes 4 6 8 10 12 --episodes 2 --cases sachs er12 er16 cbo \
+        --write BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -15,54 +25,103 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
-import torch
 
-from training.tasks.causal.env import make_causal_env
-from training.tasks.causal.policies.belief_line import OneStepPolicy
-from training.tasks.causal.scm.families import random_scm
-from training.tasks.causal.splits import scm_row
-
+from benchmarks.causal_option_floor import add_rate, call_flops
 from benchmarks.markdown_section import publish
+from training.tasks.causal.belief import NONLINEAR_GRID, grid_values
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.policies.belief_line import OneStepPolicy, teacher
+from training.tasks.causal.scm.families import random_scm
+from training.tasks.causal.scm.user_scm import load_user_scm
+from training.tasks.causal.splits import scm_row
+from training.tasks.causal.surrogates.subsets import parent_bound
 
 MARK = "<!-- causal_option_cost -->"
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {  # name: (SCM, surrogate)
+    "sachs": (lambda: load_user_scm(ROOT / "examples/scms/sachs_linear.yaml"), "exact"),
+    "er12": (lambda: load_user_scm(ROOT / "examples/scms/er12_linear.yaml"), "exact"),
+    "er16": (lambda: random_scm("er", 16, 0), "exact"),
+    "cbo": (lambda: load_user_scm(ROOT / "examples/scms/cbo_toy.yaml"), "additive"),
+}
 
 
-def seconds_per_call(d: int, episodes: int) -> list[float]:
-    times = []
-    for e in range(episodes):
-        row = scm_row(random_scm("chain", d, 1000 + e), seed=e)
-        env = make_causal_env("exact")()
-        env.reset(**row)
-        policy, rng = OneStepPolicy(), np.random.default_rng(e)
-        while env.record.used < env.record.budget:
-            tool, args = policy(env, rng)
-            started = time.perf_counter()
-            getattr(env, tool)(**args)
-            times.append(time.perf_counter() - started)
+def timed_episode(scm, surrogate: str, policy, seed: int, budget: int, initial: int) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each call of one episode."""
+    env = make_causal_env(surrogate)()
+    env.reset(**scm_row(scm, seed=seed, budget=budget, initial_samples=initial))
+    rng, times = np.random.default_rng(seed), []
+    while env.record.used < env.record.budget:
+        tool, args = policy(env, rng)
+        wall, cpu = time.perf_counter(), time.process_time()
+        getattr(env, tool)(**args)
+        times.append((time.perf_counter() - wall, time.process_time() - cpu))
     return times
+
+
+def floor_seconds(scm, surrogate: str, rate: float) -> float:
+    grid = 2 if surrogate == "exact" else NONLINEAR_GRID
+    candidates = sum(len(grid_values(*scm.ranges[v], grid)) for v in scm.actionable)
+    return call_flops(scm.d, parent_bound(scm.d), candidates, surrogate == "additive") / rate
+
+
+def row(label: str, scm, surrogate: str, times: list[tuple[float, float]], rate: float) -> str:
+    wall, cpu = np.median([t[0] for t in times]), np.median([t[1] for t in times])
+    floor = floor_seconds(scm, surrogate, rate)
+    return (f"| {label} | {scm.d} | {surrogate} | {wall:.4f} | {cpu:.4f} | {max(t[0] for t in times):.4f} | "
+            f"{floor:.3g} | {cpu / floor:.3g} | {len(times)} |")
+
+
+def cpu_name() -> str:
+    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or "unknown CPU"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 6, 8, 10, 12])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[4, 6, 8, 10, 12])
     parser.add_argument("--episodes", type=int, default=2)
+    parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--calls", type=int, default=6, help="calls of each named case's episode")
+    parser.add_argument("--note", default="", help="a paragraph for under the table (the conditions, a comparison)")
     parser.add_argument("--write", default=None, help="BENCHMARKS.md to update")
     args = parser.parse_args(argv)
+    rate = add_rate()
     rows = []
     for d in args.sizes:
-        t = seconds_per_call(d, args.episodes)
-        rows.append(f"| {d} | {np.median(t):.3f} | {max(t):.3f} | {len(t)} |")
+        scm_times = []
+        for e in range(args.episodes):
+            scm = random_scm("chain", d, 1000 + e)
+            scm_times += timed_episode(scm, "exact", OneStepPolicy(), e, 6, 10)
+        rows.append(row(f"chain {d}", scm, "exact", scm_times, rate))
         print(rows[-1], flush=True)
+    for name in args.cases:
+        build, surrogate = CASES[name]
+        scm = build()
+        rows.append(row(name, scm, surrogate, timed_episode(scm, surrogate, teacher(), 0, args.calls, 10), rate))
+        print(rows[-1], flush=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    threads = {k: os.environ.get(k, "unset") for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    command = (f"python -m benchmarks.causal_option_cost --sizes {' '.join(map(str, args.sizes))} --episodes "
+               f"{args.episodes} --cases {' '.join(args.cases)} --calls {args.calls}")
     text = "\n".join([
-        MARK, "## Causal environment: seconds per call by size", "",
-        f"`python -m benchmarks.causal_option_cost --sizes {' '.join(map(str, args.sizes))} --episodes "
-        f"{args.episodes}` ({platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads; one call: sampling, the structure reward's lookahead, the surrogate's "
-        "update and the reply's options).", "",
-        "| variables | median s / call | max s / call | calls |", "| ---: | ---: | ---: | ---: |", *rows, MARK])
+        MARK, "## Causal environment: seconds per call by size, and the arithmetic floor", "",
+        f"`{command}` at {commit} ({platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, "
+        f"numpy {np.__version__}, {', '.join(f'{k}={v}' for k, v in threads.items())}; measured add rate "
+        f"{rate / 1e9:.2f} Gflop/s). One call: sampling, the structure reward's lookahead, the surrogate's update and "
+        "the reply's options. Floor: the lookahead's arithmetic at that rate (flop model in "
+        "`benchmarks/causal_option_floor.py`); ratio: median CPU seconds / floor.", "",
+        "| case | variables | surrogate | median s / call (wall) | median s / call (CPU) | max s / call (wall) | "
+        "floor s / call | ratio | calls |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |", *rows,
+        *(["", args.note] if args.note else []), MARK])
     publish(text, args.write, MARK)
 
 

@@ -52,10 +52,10 @@ def information_gains(surrogate, index: np.ndarray, values: np.ndarray, models: 
         return None
     eps = rng.standard_normal((len(models), surrogate.d))
     rows = np.stack([m.simulate_each(index, values, eps[k]) for k, m in enumerate(models)], axis=1)
-    mask = np.zeros((len(index), 1, surrogate.d), dtype=bool)
-    mask[np.arange(len(index)), 0, index] = True
-    batches = [(rows[c, k][None], mask[c]) for c in range(len(index)) for k in range(len(models))]
-    after = surrogate.what_if_many(batches).reshape(len(index), len(models))
+    mask = np.zeros((len(index), len(models), surrogate.d), dtype=bool)
+    mask[np.arange(len(index)), :, index] = True
+    after = surrogate.what_if_rows(rows.reshape(-1, surrogate.d), mask.reshape(-1, surrogate.d))
+    after = after.reshape(len(index), len(models))
     return surrogate.entropy() - after.mean(axis=1)
 
 

@@ -65,7 +65,11 @@ def draw_expectations(model, target: int, variables: np.ndarray, values: np.ndar
     draw's target is linear in the noise, so its expectation is the noise-free propagation, exact)."""
     if isinstance(model, LinearModel):
         return model.simulate_each(variables, values, np.zeros(len(model.order)))[:, target]
-    return np.mean([model.simulate_each(variables, values, eps)[:, target] for eps in noise], axis=0)
+    if not getattr(model, "per_row_noise", False):
+        return np.mean([model.simulate_each(variables, values, eps)[:, target] for eps in noise], axis=0)
+    n = len(variables)  # every noise vector's rows in one call
+    rows = model.simulate_each(np.tile(variables, len(noise)), np.tile(values, len(noise)), np.repeat(noise, n, axis=0))
+    return rows[:, target].reshape(len(noise), n).mean(axis=0)
 
 
 def grid_values(lo: float, hi: float, points: int) -> np.ndarray:

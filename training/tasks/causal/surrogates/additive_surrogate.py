@@ -15,12 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.tasks.causal.surrogates.additive_moments import empty_moments, feature_rows, log_local_scores_moments
 from training.tasks.causal.surrogates.additive_scores import NodeDesign, log_local_scores_rows, node_design
 from training.tasks.causal.surrogates.exact_surrogate import row_entropies, topological_order
-from training.tasks.causal.surrogates.linear_scores import check_batch
-from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
+from training.tasks.causal.surrogates.linear_scores import check_batch, merge_rows, merge_single_rows
+from training.tasks.causal.surrogates.structure_posterior import (
+    parent_log_posterior,
+    sample_dags,
+    sparse_parent_log_posterior,
+)
 from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
-from training.tasks.causal.surrogates.subsets import FULL_SPACE_VARS, members
+from training.tasks.causal.surrogates.subsets import FULL_SPACE_VARS, members, score_plan
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
@@ -41,6 +46,7 @@ class AdditiveModel:
     designs: list[NodeDesign]
     weights: list[np.ndarray]  # per node: (|Pa|, F)
     noise_sd: np.ndarray
+    per_row_noise = True  # `simulate_each` takes one noise vector per row (`belief.draw_expectations` batches them)
 
     def _mean(self, v: int, x: np.ndarray) -> np.ndarray:
         out = np.full(len(x), self.intercept[v])
@@ -49,10 +55,11 @@ class AdditiveModel:
         return out
 
     def simulate_each(self, variables: np.ndarray, values: np.ndarray, eps: np.ndarray) -> np.ndarray:
-        """Row i under do(X_variables[i] = values[i]) with the shared noise `eps` (d,): (n, d)."""
+        """Row i under do(X_variables[i] = values[i]) with the shared noise `eps` (d,), or row i's own eps[i]
+        (n, d): (n, d)."""
         x = np.zeros((len(variables), len(self.order)))
         for v in self.order:
-            x[:, v] = np.where(variables == v, values, self._mean(v, x) + self.noise_sd[v] * eps[v])
+            x[:, v] = np.where(variables == v, values, self._mean(v, x) + self.noise_sd[v] * eps[..., v])
         return x
 
     def simulate(self, do: dict[int, float], eps: np.ndarray) -> np.ndarray:
@@ -79,6 +86,7 @@ class AdditiveSurrogate:
         self.t, self.d = self.variables.index(target), len(variables)
         self.samples = np.zeros((0, self.d))
         self.intervened = np.zeros((0, self.d), dtype=bool)
+        self.moments = empty_moments(self.d)  # the lookahead's statistics of the rows (`additive_moments`)
         self.updates = 0
         self._set_state(*_score_many([(self.samples, self.intervened)], self.t))
 
@@ -96,6 +104,7 @@ class AdditiveSurrogate:
         samples, intervened = check_batch(samples, intervened, self.d)
         self.samples = np.concatenate([self.samples, samples])
         self.intervened = np.concatenate([self.intervened, intervened])
+        self.moments = merge_rows(self.moments, feature_rows(samples), intervened)
         self._set_state(*_score_many([(self.samples, self.intervened)], self.t))
         self.updates += 1
 
@@ -111,14 +120,27 @@ class AdditiveSurrogate:
         return new
 
     def what_if_many(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """Entropy after adding each (samples, intervened) batch to the current data, without mutating."""
+        """Entropy after adding each (samples, intervened) batch to the current data, without mutating: scored from
+        the feature moments (`additive_moments`), all batches in one call."""
         if not batches:
             return np.zeros(0)
-        datasets = []
-        for s, m in batches:
-            s, m = check_batch(s, m, self.d)
-            datasets.append((np.concatenate([self.samples, s]), np.concatenate([self.intervened, m])))
-        return row_entropies(_score_many(datasets, self.t)[1])
+        checked = [check_batch(s, m, self.d) for s, m in batches]
+        if all(len(s) == 1 for s, _ in checked):
+            return self.what_if_rows(np.concatenate([s for s, _ in checked]), np.concatenate([m for _, m in checked]))
+        stats = [merge_rows(self.moments, feature_rows(s), m) for s, m in checked]
+        return self._entropies(*(np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2")))
+
+    def what_if_rows(self, samples: np.ndarray, intervened: np.ndarray) -> np.ndarray:
+        """Entropy after adding each single row samples[i] (mask intervened[i]), without mutating: one vectorised
+        update of the moments."""
+        samples, intervened = check_batch(samples, intervened, self.d)
+        return self._entropies(*merge_single_rows(self.moments, feature_rows(samples), intervened))
+
+    def _entropies(self, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
+        plan = score_plan(self.d)
+        scores = log_local_scores_moments(count, mean, m2)
+        log_post = sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]
+        return row_entropies(log_post[:, plan.sets[plan.nodes == self.t]])  # the sets of nonzero probability
 
     def expected_gain(self, do: tuple[int, float] | None, mask: np.ndarray, draws: int,
                       rng: np.random.Generator) -> float | None:

@@ -23,12 +23,17 @@ from training.tasks.causal.surrogates.linear_scores import (
     NodeStats,
     check_batch,
     log_local_scores,
+    log_local_scores_sparse,
     merge_rows,
     merge_single_rows,
 )
-from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
+from training.tasks.causal.surrogates.structure_posterior import (
+    parent_log_posterior,
+    sample_dags,
+    sparse_parent_log_posterior,
+)
 from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
-from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, members, parent_bound
+from training.tasks.causal.surrogates.subsets import EXACT_MAX_VARS, members, parent_bound, score_plan
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
@@ -37,7 +42,9 @@ from training.tasks.causal.surrogates.surrogate import (
 )
 
 
-LOOKAHEAD_ENTRIES = 1 << 22  # scores per DP call in `what_if_many` (32 MiB of float64 per array)
+# the DP's array per call in `what_if_many`: d 2^(d - 1) entries a data set (`linear_dp`), 64 MiB of float64 in all:
+# 16 data sets a call at 16 variables (4 ran twice as slow a data set: the gathers move rows of B values)
+LOOKAHEAD_ENTRIES = 1 << 23
 
 
 @dataclass
@@ -145,22 +152,31 @@ class ExactSurrogate:
     # ---- lookahead -------------------------------------------------------------------------------------------
     def what_if_many(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Entropy after adding each (samples, intervened) batch to the current data, without mutating: batched
-        scoring + DP calls of at most `LOOKAHEAD_ENTRIES` scores each (one call for every batch up to 10 variables)."""
-        if not batches:
-            return np.zeros(0)
+        scoring + DP calls of at most `LOOKAHEAD_ENTRIES` entries each (one call for every batch up to 12 variables)."""
         checked = [check_batch(s, m, self.d) for s, m in batches]
-        step = max(1, LOOKAHEAD_ENTRIES // (self.d << self.d))  # data sets per DP call: bounded memory at large d
-        return np.concatenate([self._entropies_after(checked[i:i + step]) for i in range(0, len(checked), step)])
+        if checked and all(len(s) == 1 for s, _ in checked):
+            return self.what_if_rows(np.concatenate([s for s, _ in checked]), np.concatenate([m for _, m in checked]))
+        return self._in_steps(len(checked), lambda i, j: _stack_stats(
+            [merge_rows(self.stats, s, m) for s, m in checked[i:j]]))
 
-    def _entropies_after(self, checked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        if all(len(s) == 1 for s, _ in checked):  # single rows (greedy EIG): one vectorised Welford update
-            count, mean, m2 = merge_single_rows(self.stats, np.concatenate([s for s, _ in checked]),
-                                                np.concatenate([m for _, m in checked]))
-        else:
-            stats = [merge_rows(self.stats, s, m) for s, m in checked]
-            count, mean, m2 = (np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
-        log_post = parent_log_posterior(log_local_scores(count, mean, m2, self.max_parents), self.t)[0]
-        return row_entropies(log_post)
+    def what_if_rows(self, samples: np.ndarray, intervened: np.ndarray) -> np.ndarray:
+        """Entropy after adding each single row samples[i] (mask intervened[i]) to the current data, without
+        mutating: `what_if_many` of one-row batches, checked once and merged by one vectorised Welford update."""
+        samples, intervened = check_batch(samples, intervened, self.d)
+        return self._in_steps(len(samples), lambda i, j: merge_single_rows(self.stats, samples[i:j], intervened[i:j]))
+
+    def _in_steps(self, n: int, stats_of) -> np.ndarray:
+        """The entropies of n hypothetical data sets, `stats_of(i, j)` giving stacked stats of data sets i..j - 1,
+        in DP calls of at most `LOOKAHEAD_ENTRIES` entries (bounded memory at large d)."""
+        step = max(1, LOOKAHEAD_ENTRIES // (self.d << (self.d - 1)))
+        plan = score_plan(self.d, self.max_parents)
+        scored = plan.sets[plan.nodes == self.t]  # the target's sets of nonzero probability
+        out = [np.zeros(0)]
+        for i in range(0, n, step):
+            scores = log_local_scores_sparse(*stats_of(i, min(i + step, n)), self.max_parents)
+            log_post = sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]
+            out.append(row_entropies(log_post[:, scored]))
+        return np.concatenate(out)
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
@@ -251,6 +267,10 @@ def _factor_and_solve(sxx: np.ndarray, sxy: np.ndarray) -> tuple[np.ndarray, np.
         return vec * np.sqrt(inv)[:, None, :], np.einsum("gij,gj,gkj,gk->gi", vec, inv, vec, sxy)
     factor = np.swapaxes(np.linalg.inv(low), 1, 2)
     return factor, np.einsum("gij,gkj,gk->gi", factor, factor, sxy)
+
+
+def _stack_stats(stats: list[NodeStats]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
 
 
 def row_entropies(log_post: np.ndarray) -> np.ndarray:

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.tasks.causal.surrogates.explained_share import explained_shares
 from training.tasks.causal.surrogates.subsets import score_plan
 
-RIDGE = 1e-10
 CONSTANT_REL_SD = 1e-10
 
 
@@ -126,10 +126,9 @@ def correlations(stats_count: np.ndarray, stats_mean: np.ndarray, stats_m2: np.n
     return corr, constant
 
 
-def log_bayes_factors(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None
-                      ) -> np.ndarray:
-    """log BF_v(S) for every node v and every mask S not containing v of at most `max_parents` members
-    (`subsets.parent_bound`): (B, d, 2^d), -inf where v in S or S is larger.
+def log_bayes_factors_sparse(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None
+                             ) -> np.ndarray:
+    """log BF_v(S) at the scored pairs (`ScorePlan.nodes`, `ScorePlan.sets`, the empty set's 0 included): (B, K).
 
     `count` (B, d), `mean` (B, d, d), `m2` (B, d, d, d) are stacked `NodeStats` of B independent data sets."""
     b, d = count.shape
@@ -140,24 +139,42 @@ def log_bayes_factors(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_p
     g = n
     own_constant = np.diagonal(constant, axis1=-2, axis2=-1)  # (B, d): node v constant on its own rows
     informative = (nu > 0) & ~own_constant  # otherwise BF = 1 for every S
-    out = np.full((b, d, 1 << d), -np.inf)
-    out[:, np.arange(d), 0] = 0.0
+    any_constant, all_informative = constant.any(), informative.all()
+    out = np.zeros((b, len(plan.nodes)))
     log1g = np.log1p(g)
-    for grp in plan.size_groups:
+    for grp, r2 in zip(plan.size_groups, explained_shares(corr, plan.size_groups)):
         nodes, idx, k = grp.nodes, grp.idx, grp.k
-        a = corr[:, nodes[:, None, None], idx[:, :, None], idx[:, None, :]]  # (B, m, k, k)
-        c = corr[:, nodes[:, None], idx, nodes[:, None]]  # (B, m, k)
-        a = a + RIDGE * np.eye(k)
-        sol = np.linalg.solve(a, c[..., None])[..., 0]
-        r2 = np.clip(np.einsum("bmk,bmk->bm", c, sol), 0.0, 1.0)
-        free = (~constant[:, nodes[:, None], idx]).sum(axis=-1)  # (B, m) non-constant regressors
-        nu_m, g_m, l1g = nu[:, nodes], g[:, nodes], log1g[:, nodes]
+        r2 = np.clip(r2, 0.0, 1.0)
+        if any_constant:
+            free = (~constant[:, nodes[:, None], idx]).sum(axis=-1)  # (B, m) non-constant regressors
+        else:
+            free = np.full(1, k)
+        nu_m = nu[:, nodes]
         rank = np.minimum(free, np.maximum(nu_m, 0.0))
         rank_full = rank >= nu_m
-        r2 = np.where(rank_full, 1.0, r2)  # r = nu: the fit is exact
-        lbf = 0.5 * (nu_m - rank) * l1g - 0.5 * nu_m * np.log1p(g_m * (1.0 - r2))
-        out[:, nodes, grp.masks] = np.where(informative[:, nodes], lbf, 0.0)
+        if rank_full.any():
+            r2 = np.where(rank_full, 1.0, r2)  # r = nu: the fit is exact
+        lbf = 0.5 * (nu_m - rank) * log1g[:, nodes] - 0.5 * nu_m * np.log1p(g[:, nodes] * (1.0 - r2))
+        out[:, grp.cols] = lbf if all_informative else np.where(informative[:, nodes], lbf, 0.0)
     return out
+
+
+def log_bayes_factors(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None
+                      ) -> np.ndarray:
+    """log BF_v(S) for every node v and every mask S not containing v of at most `max_parents` members
+    (`subsets.parent_bound`): (B, d, 2^d), -inf where v in S or S is larger (`log_bayes_factors_sparse` spread out)."""
+    b, d = count.shape
+    plan = score_plan(d, max_parents)
+    out = np.full((b, d, 1 << d), -np.inf)
+    out[:, plan.nodes, plan.sets] = log_bayes_factors_sparse(count, mean, m2, max_parents)
+    return out
+
+
+def log_local_scores_sparse(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None
+                            ) -> np.ndarray:
+    """log beta_v(S) = log rho(S) + log BF_v(S) at the scored pairs (`ScorePlan.nodes`, `ScorePlan.sets`): (B, K)."""
+    d = count.shape[-1]
+    return score_plan(d, max_parents).sparse_log_prior[None] + log_bayes_factors_sparse(count, mean, m2, max_parents)
 
 
 def log_local_scores(count: np.ndarray, mean: np.ndarray, m2: np.ndarray, max_parents: int | None = None

@@ -10,8 +10,8 @@ where #linext(G) is the number of orders G is compatible with. This is NOT unifo
 linear extensions, e.g. the empty one, weighs more). With the local scores beta_v(S) = rho_v(S) * BF_v(S)
 (`training.tasks.causal.surrogates.linear_scores`) the joint posterior is p(≺, G | D) ∝ prod_v beta_v(Pa_v) 1[G ⊆ ≺].
 
-Dynamic programme (all in log space, every step vectorised over a batch of B data sets and over the masks of one
-subset size):
+Dynamic programme (every step vectorised over a batch of B data sets and over the masks of one subset size; in
+linear space after a per-node shift, `linear_dp`, with the log-space statement kept as the reference):
 
     alpha_v(W) = sum_{S ⊆ W} beta_v(S)                          (zeta transform, W ∌ v)
     L(U)       = sum_{v ∈ U} alpha_v(U \\ {v}) L(U \\ {v}),  L(∅) = 1        (orders of U, summed)
@@ -29,6 +29,7 @@ from itertools import permutations, product
 
 import numpy as np
 
+from training.tasks.causal.surrogates.linear_dp import parent_log_posterior_linear
 from training.tasks.causal.surrogates.subsets import subset_plan
 
 
@@ -70,7 +71,31 @@ def order_sums(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def parent_log_posterior(log_beta: np.ndarray, target: int) -> tuple[np.ndarray, np.ndarray]:
-    """(log P(Pa_target = S | D) for every mask S (-inf where target ∈ S), log Z), for a batch (B, d, 2^d)."""
+    """(log P(Pa_target = S | D) for every mask S (-inf where target ∈ S), log Z), for a batch (B, d, 2^d): the DP
+    in linear space (`linear_dp`) on the sets finite in some data set (`sparse_parent_log_posterior`)."""
+    d = log_beta.shape[1]
+    live = np.isfinite(log_beta).any(axis=0) & ((np.arange(1 << d)[None, :] >> np.arange(d)[:, None] & 1) == 0)
+    nodes, sets = np.nonzero(live)
+    return sparse_parent_log_posterior(log_beta[:, nodes, sets], nodes, sets, d, target)
+
+
+def sparse_parent_log_posterior(values: np.ndarray, nodes: np.ndarray, sets: np.ndarray, d: int, target: int
+                                ) -> tuple[np.ndarray, np.ndarray]:
+    """`parent_log_posterior` of the scores `values` (B, K) at the pairs (nodes, sets) (grouped by node, each set
+    without its node; -inf elsewhere): linear space, and the data sets where that would underflow by the log-space
+    reference (`linear_dp`)."""
+    log_post, log_z, underflow = parent_log_posterior_linear(values, nodes, sets, d, target)
+    if underflow.any():
+        redo = np.flatnonzero(underflow)
+        log_beta = np.full((len(redo), d, 1 << d), -np.inf)
+        log_beta[:, nodes, sets] = values[redo]
+        log_post[redo], log_z[redo] = reference_parent_log_posterior(log_beta, target)
+    return log_post, log_z
+
+
+def reference_parent_log_posterior(log_beta: np.ndarray, target: int) -> tuple[np.ndarray, np.ndarray]:
+    """`parent_log_posterior` term by term in log space: the plain statement of the DP, what the linear-space one
+    is tested against and falls back to where it would underflow."""
     d = log_beta.shape[-2]
     plan = subset_plan(d)
     alpha = zeta_transform(log_beta)
@@ -127,6 +152,15 @@ def categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum((cdf <= u[:, None]).sum(axis=1), p.shape[1] - 1)
 
 
+def _parents(log_beta: np.ndarray, v: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per draw i, a parent set S ⊆ w[i] of node v[i] drawn with probability ∝ beta_v(S): `categorical` over the
+    sets finite for some drawn node only. The same draw as over all 2^d sets: a -inf set adds exactly 0 to the
+    cumulative sum, so the first set past the uniform is the same set."""
+    live = np.flatnonzero(np.isfinite(log_beta[np.unique(v)]).any(axis=0))
+    subsets = (live[None, :] & ~w[:, None]) == 0  # (n, sets): S ⊆ U \\ {v}
+    return live[categorical(np.where(subsets, log_beta[v][:, live], -np.inf), rng)]
+
+
 def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n DAGs (n, d) parent masks from the posterior p(G | D) ∝ sum_≺ prod_v beta_v(Pa_v) 1[G ⊆ ≺] (one data
     set).
@@ -137,7 +171,6 @@ def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.nd
     d = log_beta.shape[0]
     alpha = zeta_transform(log_beta[None])[0]
     log_l = order_sums(alpha[None])[0][0]
-    all_masks = np.arange(1 << d)
     bits = 1 << np.arange(d)
     rows = np.arange(n)
     out = np.zeros((n, d), dtype=np.int64)
@@ -148,7 +181,6 @@ def sample_dags(log_beta: np.ndarray, n: int, rng: np.random.Generator) -> np.nd
                                -np.inf)
         v = categorical(placed_last, rng)
         w = rest[rows, v]
-        subsets = (all_masks[None, :] & ~w[:, None]) == 0  # (n, 2^d): S ⊆ U \\ {v}
-        out[rows, v] = categorical(np.where(subsets, log_beta[v], -np.inf), rng)
+        out[rows, v] = _parents(log_beta, v, w, rng)
         u = w
     return out

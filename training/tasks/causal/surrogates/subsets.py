@@ -57,6 +57,8 @@ class SizeGroup:
     nodes: np.ndarray  # (m,)
     masks: np.ndarray  # (m,)
     idx: np.ndarray  # (m, k) members of S, ascending
+    cols: np.ndarray  # (m,) each pair's place in `ScorePlan.nodes` / `ScorePlan.sets`
+    prefix: np.ndarray  # (m,) the row of (v, S without its largest member) in the group of size k - 1 (k = 1: 0)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,11 @@ class ScorePlan:
     max_parents: int
     size_groups: tuple[SizeGroup, ...]  # k = 1 .. max_parents (k = 0 needs no linear algebra)
     log_prior: np.ndarray  # (d, 2^d): log rho(S) = -log C(d-1, |S|) for S ∌ v with |S| <= max_parents, else -inf
+    # the scored pairs (v, S), the empty set's included, grouped by node, and their log rho: the sparse form of the
+    # scores (`linear_scores.log_local_scores_sparse`), what the linear-space DP reads
+    nodes: np.ndarray  # (K,)
+    sets: np.ndarray  # (K,)
+    sparse_log_prior: np.ndarray  # (K,)
 
 
 def _bits(masks: np.ndarray, d: int) -> np.ndarray:
@@ -118,15 +125,26 @@ def score_plan(d: int, max_parents: int | None = None) -> ScorePlan:
     """The scored (node, parent set) pairs and the prior for d variables under the bound `parent_bound(d, max_parents)`."""
     k_max = parent_bound(d, max_parents)
     sizes = subset_plan(d).sizes
-    groups = []
-    for k in range(1, k_max + 1):
-        nodes, masks, idx = [], [], []
-        for v in range(d):
-            for s in combinations([i for i in range(d) if i != v], k):
-                nodes.append(v), masks.append(mask_of(s)), idx.append(s)
-        groups.append(SizeGroup(k, np.array(nodes), np.array(masks, dtype=np.int64), np.array(idx, dtype=np.int64)))
     log_prior = np.full((d, 1 << d), -np.inf)
     for v in range(d):
         allowed = ((np.arange(1 << d) >> v & 1) == 0) & (sizes <= k_max)
         log_prior[v, allowed] = -np.log([comb(d - 1, int(s)) for s in sizes[allowed]])
-    return ScorePlan(d, k_max, tuple(groups), log_prior)
+    nodes, sets = np.nonzero(np.isfinite(log_prior))
+    groups = []
+    for k in range(1, k_max + 1):
+        g_nodes, masks, idx = [], [], []
+        for v in range(d):
+            for s in combinations([i for i in range(d) if i != v], k):
+                g_nodes.append(v), masks.append(mask_of(s)), idx.append(s)
+        g_nodes, masks = np.array(g_nodes), np.array(masks, dtype=np.int64)
+        idx = np.array(idx, dtype=np.int64)
+        cols = np.searchsorted(nodes * (1 << d) + sets, g_nodes * (1 << d) + masks)
+        prefix = np.zeros(len(g_nodes), dtype=np.int64)
+        if k > 1:
+            prev = groups[-1]
+            prev_keys = prev.nodes * (1 << d) + prev.masks
+            order = np.argsort(prev_keys)
+            keys = g_nodes * (1 << d) + (masks & ~(1 << idx[:, -1]))
+            prefix = order[np.searchsorted(prev_keys[order], keys)]
+        groups.append(SizeGroup(k, g_nodes, masks, idx, cols, prefix))
+    return ScorePlan(d, k_max, tuple(groups), log_prior, nodes, sets, log_prior[nodes, sets])
