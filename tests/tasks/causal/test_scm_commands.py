@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from training.evaluation.episodes import read_episodes
+from training.evaluation.pairing_seeds import HELDOUT_SEED_OFFSET
 from training.errors import BadInputError
 from training.run_setup.prompt_datasets import load_rows
 from training.evaluate import cli as evaluate_cli
@@ -91,7 +92,7 @@ def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
     train, heldout = load_rows(elsewhere / "rows" / "train.jsonl"), load_rows(elsewhere / "rows" / "heldout.jsonl")
     assert summary["dir"] == str(elsewhere / "rows")
     assert [r["seed"] for r in train] == [0, 1, 2]
-    assert [r["seed"] for r in heldout] == [scm_rows.HELDOUT_SEED_OFFSET, scm_rows.HELDOUT_SEED_OFFSET + 1]
+    assert [r["seed"] for r in heldout] == [HELDOUT_SEED_OFFSET, HELDOUT_SEED_OFFSET + 1]
     for r in train + heldout:
         assert r["budget"] == DEFAULT_BUDGET and r["initial_samples"] == DEFAULT_INITIAL_SAMPLES
         assert "Target: Y" in r["prompt"][0]["content"] and "Z in [-5, 20]" in r["prompt"][0]["content"]

@@ -25,7 +25,7 @@ from training.errors import BadInputError, bad_input_exits
 from training.run_setup.prompt_datasets import write_split_files
 from training.tasks.causal.env import SURROGATE_KINDS, SURROGATES, EpisodeError, check_surrogate_fits
 from training.tasks.causal.scm.user_scm import UserSCMError
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE, HELDOUT_SEED_OFFSET, check_counts, episode_rows, load_scm_file
+from training.tasks.causal.scm_rows import CAUSAL_RECIPE, check_counts, load_scm_file, scm_file_rows
 
 ROWS_DIR = "scm_rows"
 AFFINE_POINTS = 16  # parent values at which a mechanism is checked for being affine
@@ -99,9 +99,9 @@ def write_rows(args: argparse.Namespace) -> Path:
     out = Path(args.output_dir).expanduser().resolve() / ROWS_DIR
     settings = {"max_parents": args.max_parents} if args.max_parents is not None else {}
     write_split_files(out, {
-        "train": episode_rows([scm], args.episodes, 0, budget, initial, teacher=True, surrogate=args.surrogate,
-                              **settings),
-        "heldout": episode_rows([scm], args.heldout_episodes, HELDOUT_SEED_OFFSET, budget, initial, **settings)})
+        "train": scm_file_rows([scm], "train", args.episodes, budget, initial, teacher=True,
+                               surrogate=args.surrogate or "exact", **settings),
+        "heldout": scm_file_rows([scm], "heldout", args.heldout_episodes, budget, initial, **settings)})
     return out
 
 
