@@ -3,7 +3,8 @@
     python -m training.tasks.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
         [--budget 6 --initial_samples 10 --train_rows 64 --heldout_rows 32] [any training.train flag]
 
-makes the SCM's train rows (`--train_rows` of them, with the teacher's traces the recipe's warm start imitates) and
+makes the SCM's train rows (`--train_rows` of them, with the teacher's traces: what forcing and a `--warm_start_steps`
+warm start replay; the recipe's starting policy was built on the bundled rows' traces) and
 held-out rows (`training.tasks.causal.splits.make_rows`), keeps them in OUTPUT_DIR/scm_rows/{train,heldout}.jsonl
 (the run's data: their sha256 is in its recorded recipe, and a resume or `training.evaluate` reads them there), and
 runs `training.train.train` in process on a `Recipe`: the recipe file (`--config`, by default the checkout's
