@@ -182,7 +182,7 @@ def _models(surrogate, draws: int, rng: np.random.Generator):
 
 
 def belief_rng(seed: int, updates: int) -> np.random.Generator:
-    """The belief's generator after `updates` surrogate updates of the episode seeded `seed`: the same history gives
-    the same line (a GRPO group's rollouts making the same calls see the same belief), and a surrogate frozen after
-    the initial rows shows the same options at every call."""
+    """The belief's generator after `updates` surrogate updates of the episode whose environment seed is `seed`: the
+    same history gives the same line (a GRPO group's rollouts making the same calls see the same belief), and a
+    surrogate frozen after the initial rows shows the same options at every call."""
     return generator(seed, updates, BELIEF_SEED_KEY)

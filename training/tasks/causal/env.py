@@ -455,7 +455,7 @@ class CausalEnv:
 
     def _look_ahead(self, step: StepRecord) -> None:
         """Record the call's expected information gain, measured against the posterior before its rows: the
-        surrogate's `expected_gain`, with draws keyed by (episode seed, valid-call index), so a GRPO group's
+        surrogate's `expected_gain`, with draws keyed by (environment seed, valid-call index), so a GRPO group's
         rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
         reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
         where the surrogate cannot say (2 observational rows per variable are needed); the structure reward then
