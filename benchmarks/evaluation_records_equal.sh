@@ -36,7 +36,12 @@ for side in old new; do
   done
 done
 model=$(cd "$out/new" && "$python" -c "import json; print(json.load(open('$out/run/run_summary.json'))['resolved_model_path'])")
-run old training.tasks.causal.evaluate_policy --model "$model" --scm "$cbo" --surrogate additive --episodes 2 --out "$out/old-cbo"
+if [ -f "$out/old/training/tasks/causal/evaluate_policy.py" ]; then  # a commit from before training.evaluate took --scm
+  run old training.tasks.causal.evaluate_policy --model "$model" --scm "$cbo" --surrogate additive --episodes 2 --out "$out/old-cbo"
+else
+  run old training.evaluate --recipe recipes/causal_cpu.yaml --model "$model" --scm "$cbo" --surrogate additive \
+    --samples-per-prompt 2 --out "$out/old-cbo"
+fi
 run new training.evaluate --recipe recipes/causal_cpu.yaml --model "$model" --scm "$cbo" --surrogate additive \
   --samples-per-prompt 2 --out "$out/new-cbo"
 

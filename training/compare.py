@@ -1,8 +1,13 @@
 """Compare models evaluated on the same held-out episodes: is one better, is the difference real, which is best.
 
     python -m training.compare RUN_OR_EVAL_DIR... [--out DIR] [--baseline GROUP] [--alpha 0.05] [--metric NAME]
+    python -m training.compare 'trained=runs/eval/trained_s*' 'starting_policy=runs/eval/start_s*' \\
+        random=runs/eval/random --baseline random --by mechanism      # LABEL=GLOB: one model, its seeds' directories
+    python -m training.compare RUN_DIR --since_start [--step N]      # one run: its held-out change from step 0
 
-The comparison itself (matching, the tests, `--by`, the files written): training/analysis/comparison.py.
+The comparison itself (matching, the tests, `--by`, the files written): training/analysis/comparison.py. The change
+of one run since its step-0 evaluation (what the run printed at its end): training/evaluation/heldout_change.py.
+The causal task's tables over the same comparison: `python -m training.tasks.causal.results`.
 """
 
 from __future__ import annotations
@@ -11,8 +16,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from training.analysis.compared_runs import load_run
-from training.analysis.comparison import ComparisonError, compare_metrics
+from training.analysis.compared_runs import load_runs
+from training.analysis.comparison import ComparisonError, compare_metrics, decodings
 from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW
 from training.analysis.stats import NORMALITY_ALPHA
 from training.outputs import run_files
@@ -23,7 +28,7 @@ from training.errors import bad_input_exits
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m training.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", help="run or evaluation directories (each with eval.jsonl); NAME=DIR "
-                        "names one")
+                        "names one; LABEL=GLOB makes every matching directory a run (seed) of the model LABEL")
     parser.add_argument("--out", default="comparison", help="where the report goes (default: ./comparison)")
     parser.add_argument("--baseline", help="the model (group) every other one is compared against first")
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm)")
@@ -35,20 +40,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(repeatable; default: every metric the runs' evaluations give a direction, score first)")
     parser.add_argument("--by", default=None, help="also compare within each value of this field of the episodes' "
                         "records (the causal task's `mechanism`: linear, nonlinear)")
+    parser.add_argument("--since_start", action="store_true", help="one run directory: the paired change of its "
+                        "held-out metrics from step 0 to --step (what the run printed at its end)")
+    parser.add_argument("--step", type=int, default=None, help="with --since_start: the evaluation compared with "
+                        "step 0 (default: the last)")
     return parser.parse_args(argv)
+
+
+def since_start(args: argparse.Namespace) -> dict:
+    """`--since_start`: one run's held-out change from step 0, printed a sentence a metric."""
+    from training.evaluation.heldout_change import run_changes
+
+    if len(args.dirs) != 1:
+        raise ComparisonError(f"--since_start: one run directory, got {len(args.dirs)}")
+    result = run_changes(args.dirs[0], args.step)
+    print("\n".join(c.sentence() for c in result))
+    return {"heldout_change": [c.as_json() for c in result]}
 
 
 def main(argv: list[str] | None = None) -> dict:
     from training.analysis.compare_report import write_report
 
     args = parse_args(argv)
-    runs = [load_run(spec) for spec in args.dirs]
+    if args.since_start:
+        return since_start(args)
+    if args.step is not None:
+        raise ComparisonError("--step: only with --since_start")
+    runs = load_runs(args.dirs)
     names = [r.name for r in runs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ComparisonError(f"two runs are named {duplicates}: name them with NAME=DIR")
+    played = decodings(runs)
     result = compare_metrics(runs, args.metric, by=args.by, alpha=args.alpha, normality_alpha=args.normality_alpha,
                              window=args.window, band=args.band, baseline=args.baseline)
+    result["decoding"] = played
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comparison.json").write_text(dumps_strict(result, indent=2))

@@ -1,6 +1,10 @@
 """Entry point: one YAML recipe (read by TRL's `TrlParser`) = one reproducible GRPO run.
 
     python -m training.train --config recipes/tiny_cpu.yaml [--max_steps 3 --output_dir DIR ...]
+
+`main` reads the command line into a `Recipe` (`training.run_setup.recipe.read_recipe`) and runs it with `train`;
+a command that composes a run in process (the causal task's `train_scm`) builds the `Recipe` itself and calls
+`train`, with no command line in between.
 """
 
 from __future__ import annotations
@@ -38,13 +42,16 @@ from training.errors import bad_input_exits
 from training.run_setup.flags import read_flags
 from training.run_setup.input_checks import check_environment_rows, check_lora_targets, check_recipe_fields
 from training.run_setup.models import resolve_model_path
-from training.run_setup.prompt_datasets import load_prompt_dataset, load_rows
+from training.run_setup.environment_settings import recipe_fields
+from training.run_setup.prompt_datasets import load_prompt_dataset, load_rows, prompt_dataset
 from training.run_setup.recipe import (
+    Recipe,
     RecipeError,
     check_context,
     check_output_dir,
     import_reward,
     parse_args,
+    read_recipe,
     setup_environment,
     warm_started,
 )
@@ -105,7 +112,8 @@ def load_finished_checkpoint(trainer: StrictGRPOTrainer, checkpoint: Path) -> No
 class RunInputs:
     """Everything `prepare` checked before any work, for `train_and_report`."""
 
-    argv: list[str]
+    argv: list[str]  # the command line as typed, for the model card
+    config: str | None  # the recipe file
     script_args: StrictScriptArguments
     training_args: StrictGRPOConfig
     model_args: ModelConfig
@@ -119,23 +127,30 @@ class RunInputs:
     model_path: str
 
 
-def prepare(argv: list[str]) -> RunInputs:
+def prepare(recipe: Recipe) -> RunInputs:
     """Every check of the input, before any work: arguments, flags, output_dir, data, rewards, model, prompt
     lengths. Raises a `BadInputError` naming the key, flag, file, row or path."""
-    script_args, training_args, model_args = parse_args(argv)
+    script_args, training_args, model_args = recipe.script_args, recipe.training_args, recipe.model_args
+    if recipe.environment is not None:  # recorded as the recipe fields that name it
+        script_args.environment_factory, script_args.environment_settings = recipe_fields(recipe.environment)
     check_recipe_fields(script_args, training_args, model_args)
     flags = read_flags()
     push = take_push_request(training_args)  # before the Trainer exists: it must neither push nor store the token
     check_output_dir(training_args)
     resume = resolve_resume(training_args)
 
-    train_dataset = load_prompt_dataset(script_args.train_file)
-    heldout_rows = load_rows(script_args.heldout_file) if script_args.heldout_file else []
+    if recipe.rows is None:
+        train_dataset = load_prompt_dataset(script_args.train_file)
+        heldout_rows = load_rows(script_args.heldout_file) if script_args.heldout_file else []
+    else:  # handed over in process; the files named keep them (their sha256 is in the recorded recipe)
+        train_dataset = prompt_dataset(recipe.rows["train"], script_args.train_file)
+        heldout_rows = list(recipe.rows.get("heldout", []))
     # a resume that changes the recipe: refused now (after the data files are known to read: their digests are in it)
     attempt_recipe(script_args, training_args, model_args, resume)
     env_factory = None
     if script_args.environment_factory:
-        env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows)
+        env_factory, train_rows, heldout_rows = setup_environment(script_args, train_dataset.to_list(), heldout_rows,
+                                                                  recipe.environment)
         train_dataset = Dataset.from_list(train_rows)
         check_environment_rows(
             env_factory, {script_args.train_file: train_rows, script_args.heldout_file: heldout_rows}
@@ -155,7 +170,7 @@ def prepare(argv: list[str]) -> RunInputs:
     )  # fmt: skip
     check_lora_targets(model_args, model_path)
     return RunInputs(
-        argv, script_args, training_args, model_args, flags, push, resume, train_dataset, heldout_rows, env_factory,
+        recipe.argv, recipe.config, script_args, training_args, model_args, flags, push, resume, train_dataset, heldout_rows, env_factory,
         reward_funcs, model_path,
     )  # fmt: skip
 
@@ -192,9 +207,16 @@ def begin_attempt(run: RunInputs, started: float) -> tuple[Path | None, RunRecor
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """The run of a command line (`python -m training.train ...`)."""
+    return train(read_recipe(list(sys.argv[1:] if argv is None else argv)))
+
+
+def train(recipe: Recipe) -> dict:
+    """One GRPO run of `recipe`, checked (`prepare`), then trained, evaluated and reported (`train_and_report`)
+    under the output directory's lock; returns the run summary."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = time.monotonic()
-    run = prepare(list(sys.argv[1:] if argv is None else argv))
+    run = prepare(recipe)
     # One writer at a time, from choosing the checkpoint to the last file written (training/outputs/run_lock.py).
     with holding_output_dir(run.training_args.output_dir, enabled=run.training_args.process_index == 0):
         checkpoint, record = begin_attempt(run, started)
@@ -214,7 +236,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
     adapter, write run_summary.json, the reward curve and the model card, and push when asked."""
     script_args, training_args, model_args = run.script_args, run.training_args, run.model_args
     train_dataset, heldout_rows, env_factory = run.train_dataset, run.heldout_rows, run.env_factory
-    model_path, flags, push, argv = run.model_path, run.flags, run.push, run.argv
+    model_path, flags, push = run.model_path, run.flags, run.push
     with training_args.main_process_first(desc="building the warm start"):
         model_path = warm_started(script_args, training_args, model_path, train_dataset.to_list(), env_factory,
                                   show_progress=not training_args.disable_tqdm)
@@ -243,7 +265,7 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         logger.info("Strict flags: %s", flags.as_env())
     tracking = attach_tracking(trainer, {  # report_to trackers: the resolved configuration beyond training_args
         "script_args": vars(script_args), "model_args": vars(model_args), "strict_flags": flags.as_env(),
-        "recipe": argv[argv.index("--config") + 1] if "--config" in argv else None,
+        "recipe": run.config,
     })
     trainer.heldout_history.extend(record.heldout_history)  # the evaluations of earlier attempts, up to the checkpoint
     trainer.add_callback(RunRecordCallback(record, trainer.heldout_history))
@@ -315,8 +337,8 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         info = RunInfo(
             base_model=model_args.model_name_or_path,
             resolved_model_path=model_path,
-            recipe_path=argv[argv.index("--config") + 1] if "--config" in argv else None,
-            argv=argv,
+            recipe_path=run.config,
+            argv=run.argv,
             strict_flags=flags.as_env(),
             summary=summary,
         )

@@ -13,6 +13,7 @@ from training.analysis.compared_runs import load_run
 from training.analysis.comparison import ComparisonError, compare
 from training.analysis.stats import compare_paired
 from training.compare import main
+from training.errors import BadInputError
 from training.evaluation.episodes import Episode, write_episodes
 from training.evaluation.pairing_seeds import episode_seed
 
@@ -192,7 +193,7 @@ def test_a_task_metric_is_compared_in_its_own_direction(tmp_path, base):
 
 def test_a_caller_names_the_group_of_a_run(tmp_path, base):
     """`load_run(DIR, group=LABEL)` puts the run in LABEL whatever its directory name or workflow_run.json say (what
-    training.tasks.causal.results does for LABEL=GLOB); without it, the group is read from the directory."""
+    a LABEL=GLOB argument does); without it, the group is read from the directory."""
     rng = np.random.default_rng(8)
     a0 = write_run(tmp_path / "trained_s0", base + 0.1 + rng.normal(0, 0.05, base.size))
     a1 = write_run(tmp_path / "other-seed1", base + 0.1 + rng.normal(0, 0.05, base.size), group="wf", seed=1)
@@ -246,3 +247,22 @@ def test_by_splits_the_rows_by_a_field_of_the_records(tmp_path, base):
     assert "## Within kind=b (50 rows)" in (tmp_path / "cmp" / "comparison.md").read_text()
     with pytest.raises(ComparisonError, match="--by nothing: no episode"):
         main([*paths, "--out", str(tmp_path / "cmp2"), "--by", "nothing"])
+
+
+def test_label_glob_makes_the_matching_directories_one_model(tmp_path, base):
+    """`LABEL=GLOB` (what `training.tasks.causal.results` took alone): every matching directory is a seed of LABEL,
+    named by its path; a JSONL file or a pattern matching nothing is named."""
+    rng = np.random.default_rng(9)
+    for s in (0, 1):
+        write_run(tmp_path / f"trained_s{s}", base + 0.1 + rng.normal(0, 0.05, base.size))
+    write_run(tmp_path / "start", base + rng.normal(0, 0.05, base.size))
+    result = main([f"trained={tmp_path}/trained_s*", f"start={tmp_path}/start", "--out", str(tmp_path / "cmp"),
+                   "--baseline", "start"])
+    models = {m["name"]: m for m in result["models"]}
+    assert set(models) == {"trained", "start"}  # NAME=DIR without a pattern names the run, as before
+    assert [r["name"] for r in models["trained"]["runs"]] == [f"{tmp_path}/trained_s0", f"{tmp_path}/trained_s1"]
+    assert result["decoding"] == "not recorded"
+    with pytest.raises(BadInputError, match="matches nothing"):
+        main([f"trained={tmp_path}/nothing*", str(tmp_path / "start"), "--out", str(tmp_path / "cmp2")])
+    with pytest.raises(ComparisonError, match="--step: only with --since_start"):
+        main([str(tmp_path / "start"), "--step", "2"])

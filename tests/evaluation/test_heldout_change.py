@@ -8,7 +8,8 @@ from scipy import stats
 
 from training.errors import BadInputError
 from training.evaluation.episodes import Episode, write_episodes
-from training.evaluation.heldout_change import changes, main, paired_change, row_means, run_changes
+from training.compare import main as compare
+from training.evaluation.heldout_change import MetricChange, changes, paired_change, row_means, run_changes
 
 
 def test_row_means_average_each_rows_episodes_and_leave_out_unscorable_ones():
@@ -68,7 +69,8 @@ def test_a_finished_runs_comparison_is_rebuilt_from_its_files_the_greedy_reward_
     _evaluation(run / "heldout" / "step-000002", [[0.9, 0.9]] * 4, [[9.0, 9.0]] * 4)  # no greedy file
     _evaluation(run / "heldout" / "step-000004", [[0.3, 0.5], [0.2, 0.4], [0.4, 0.4], [0.3, 0.3]],
                 [[1.0, 1.0], [0.5, 0.5], [1.0, 1.0], [1.0, 1.0]], greedy_scores=[0.6, 0.4, 0.7, 0.5])
-    result = main([str(run)])  # the last evaluation by default
+    result = compare([str(run), "--since_start"])["heldout_change"]  # the last evaluation by default
+    result = [MetricChange(**{**c, "ci95": tuple(c["ci95"]) if c["ci95"] else None}) for c in result]
     assert [c.metric for c in result] == ["regret", "reward", "greedy_reward"]
     by = {c.metric: c for c in result}
     # row means 0.2 0.2 0.3 0.1 -> 0.4 0.3 0.4 0.3
@@ -83,3 +85,14 @@ def test_a_finished_runs_comparison_is_rebuilt_from_its_files_the_greedy_reward_
         run_changes(run, step=3)
     with pytest.raises(BadInputError, match="no held-out evaluation at step 0"):
         run_changes(tmp_path / "empty")
+
+
+def test_the_old_command_names_the_new_one(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "training.evaluation.heldout_change", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: python -m training.evaluation.heldout_change is now python -m training.compare RUN_DIR --since_start "
+        "[--step N]")

@@ -157,8 +157,8 @@ def test_a_fresh_run_checks_the_directory_again_once_it_holds_the_lock(tmp_path,
     out = tmp_path / "run"
     real_prepare = train.prepare
 
-    def another_run_finishes_meanwhile(argv):
-        run = real_prepare(argv)
+    def another_run_finishes_meanwhile(recipe):
+        run = real_prepare(recipe)
         (out / "metrics.jsonl").write_text('{"step": 1, "loss": 0.1}\n')
         return run
 

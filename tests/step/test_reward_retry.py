@@ -95,8 +95,8 @@ def test_a_call_that_always_hangs_gives_nan_or_a_strict_stop_naming_the_timeout(
 
 
 def test_the_recipe_timeout_reaches_every_plain_reward_function(tmp_path, tiny_model_dir):
-    run = train.prepare(["--config", "recipes/tiny_cpu.yaml", "--output_dir", str(tmp_path / "o"),
-                         "--reward_timeout_s", "7.5"])
+    run = train.prepare(train.read_recipe(["--config", "recipes/tiny_cpu.yaml", "--output_dir", str(tmp_path / "o"),
+                                           "--reward_timeout_s", "7.5"]))
     assert [(type(f), f.timeout_s) for f in run.reward_funcs] == [(RetryingReward, 7.5)] * 2
 
 

@@ -28,6 +28,8 @@ def markdown(result: dict) -> str:
     models = {m["name"]: m for m in result["models"]}
     settings = result["settings"]
     lines = ["# Comparison", ""]
+    if result.get("decoding"):
+        lines += [f"Decoding: {result['decoding']}.", ""]
     eps = result["episodes"]
     lines += [f"{eps['scorable_in_all']} paired episodes ({eps['left_out']} of {eps['total']} left out: unscorable in "
               f"some run) over {eps['units']} held-out rows; a row's episodes are averaged first, so n below counts "

@@ -6,14 +6,16 @@ train-reward curve), `workflow_run.json` (written by `training.workflow`: the ru
 
 Grouping: runs of one configuration with different seeds form a group. The group is `workflow_run.json`'s `group`
 when present, else the directory name without a trailing `-seed<N>` (`grpo-seed2` -> `grpo`); a caller that knows
-the model (`load_run(..., group=LABEL)`, as `training.tasks.causal.results` does for its `LABEL=GLOB`) names it.
+the model names it: `load_run(..., group=LABEL)`, or a `LABEL=GLOB` argument (`load_runs`: every directory the
+pattern matches is one run of the model LABEL, a policy's training seeds).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from training.evaluation.episodes import Episode, read_episodes
@@ -22,6 +24,7 @@ from training.errors import BadInputError
 
 WORKFLOW_RUN_FILE = run_files.WORKFLOW_RUN
 _SEED_SUFFIX = re.compile(r"-seed(\d+)$")
+GLOB_CHARS = "*?["
 
 
 class RunDirError(BadInputError):
@@ -106,3 +109,31 @@ def load_run(spec: str, group: str | None = None) -> ComparedRun:
         train_curve=_metric_curve(run_dir, "reward"),
         metric_directions=_metric_directions(run_dir),
     )
+
+
+def load_runs(specs: list[str], grouped: bool = False) -> list[ComparedRun]:
+    """The runs of `training.compare`'s arguments: `DIR`, `NAME=DIR` (`load_run`), or `LABEL=GLOB` (a pattern with
+    `*`, `?` or `[`; with `grouped`, any `LABEL=PATH`): every directory it matches is a run of the model LABEL, named
+    by its path."""
+    runs: list[ComparedRun] = []
+    labels: list[str] = []
+    for spec in specs:
+        label, sep, pattern = spec.partition("=")
+        if not sep or not (grouped or any(c in pattern for c in GLOB_CHARS)):
+            runs.append(load_run(spec))
+            continue
+        if not label or not pattern:
+            raise RunDirError(f"{spec!r}: expected LABEL=GLOB")
+        if label in labels:
+            raise RunDirError(f"model {label!r} given twice")
+        labels.append(label)
+        paths = sorted(glob.glob(pattern))
+        if not paths:
+            raise RunDirError(f"{spec!r} matches nothing")
+        for path in paths:
+            if not Path(path).is_dir():
+                raise RunDirError(f"{path}: not a directory; pass evaluation directories (with eval.jsonl and "
+                                  "eval_summary.json, from `python -m training.evaluate ... --out DIR`), not JSONL "
+                                  "record files")
+            runs.append(replace(load_run(path, group=label), name=path))
+    return runs

@@ -1,7 +1,8 @@
 """The comparison library behind `python -m training.compare` (training/compare.py), also read by the causal results
 tables and the workflow report.
 
-Each directory holds an `eval.jsonl` (training/evaluation/episodes.py); `NAME=DIR` names it in the report. Runs that share a
+Each directory holds an `eval.jsonl` (training/evaluation/episodes.py); `NAME=DIR` names it in the report,
+`LABEL=GLOB` makes every matching directory a run (seed) of the model LABEL (compared_runs.py). Runs that share a
 configuration and differ by seed are one model (a group, training/analysis/compared_runs.py): its score on an episode is the mean of
 its runs' scores on that episode, so the tests below treat the trained runs as given and the episodes as the sample;
 the seed-to-seed spread is reported beside them (per-run means, Welch's t on them), the honest measure of training
@@ -68,6 +69,25 @@ def check_matched(runs: list[ComparedRun]) -> list[str]:
     if problems:
         raise ComparisonError("episodes do not match across runs:\n  " + "\n  ".join(problems))
     return [e.id for e in reference.episodes]
+
+
+def decodings(runs: list[ComparedRun]) -> str:
+    """The decodings the runs' episodes were played with (their records' `decoding`; a baseline's: "policy"), in
+    words; refuses a directory that mixes two, and greedy episodes beside sampled or baseline ones (greedy episodes
+    have no seed: they pair only with greedy ones)."""
+    per_run = {}
+    for run in runs:
+        found = {e.extra.get("decoding") for e in run.episodes} - {None}
+        if len(found) > 1:
+            raise ComparisonError(f"{run.path}: episodes of several decodings {sorted(found)}; one a directory")
+        per_run[run.name] = found.pop() if found else None
+    kinds = set(per_run.values()) - {None}
+    if "greedy" in kinds and kinds - {"greedy"}:
+        greedy = [n for n, d in per_run.items() if d == "greedy"]
+        raise ComparisonError(f"greedy episodes ({', '.join(greedy)}) pair only with greedy ones, not with "
+                              f"{sorted(kinds - {'greedy'})}: compare one decoding at a time")
+    shown = {"policy": "baselines: their own policy"}
+    return "; ".join(shown.get(k, k) for k in sorted(kinds, key=lambda k: k == "policy")) or "not recorded"
 
 
 def group_runs(runs: list[ComparedRun]) -> dict[str, list[ComparedRun]]:

@@ -9,21 +9,17 @@ g_i = -log E_i, E_i ~ Exp(1) i.i.d. from the row's generator,
 
 so greedy decoding of the noised logits is an exact sample from the same distribution `generate` samples from.
 Filtered tokens keep z_i = -inf and are never chosen. The row's generator is seeded once per generation call
-(`stream_seed`), and draws one noise vector per generated position, so position t of an episode always uses the
+(`training.evaluation.pairing_seeds.stream_seed`), and draws one noise vector per generated position, so position t of an episode always uses the
 t-th vector of its stream.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-
-def stream_seed(episode_seed: int, turn: int) -> int:
-    """The seed of an episode's random stream in its `turn`-th generation call (tool agents take several turns)."""
-    return int(np.random.SeedSequence([int(episode_seed), int(turn)]).generate_state(1)[0])
+from training.evaluation.pairing_seeds import stream_seed  # noqa: F401 (the seed rule's; tool_loop imports it here)
 
 
 class GumbelNoise(LogitsProcessor):

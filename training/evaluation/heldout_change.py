@@ -7,14 +7,15 @@ interval over the rows both evaluations scored. An interval that includes 0 is s
 The greedy-decoded reward (`greedy_reward`, from the evaluations' greedy episodes) follows the sampled metrics: GRPO
 optimises the sampled policy, a user deploys it greedily, and the two can move by different amounts.
 
-`python -m training.evaluation.heldout_change RUN_DIR [--step N]` rebuilds a finished run's comparison from its
-`heldout/step-*/` files (the last step by default), with the metrics' directions its step-0 evaluation recorded.
+`python -m training.compare RUN_DIR --since_start [--step N]` (`run_changes`) rebuilds a finished run's comparison
+from its `heldout/step-*/` files (the last step by default), with the metrics' directions its step-0 evaluation
+recorded.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,16 +133,7 @@ def run_changes(run_dir: str | Path, step: int | None = None) -> list[MetricChan
     return changes_between(start, heldout_step_dir(run_dir, step), directions)
 
 
-def main(argv: list[str] | None = None) -> list[MetricChange]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", help="a training run's output_dir (with heldout/step-*/)")
-    parser.add_argument("--step", type=int, default=None,
-                        help="the evaluation to compare with step 0 (default: the last)")
-    args = parser.parse_args(argv)
-    result = run_changes(args.run_dir, args.step)
-    print("\n".join(c.sentence() for c in result))
-    return result
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the command this module was
+    print("error: python -m training.evaluation.heldout_change is now python -m training.compare RUN_DIR "
+          "--since_start [--step N]", file=sys.stderr)
+    sys.exit(2)

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import torch
 
 from training.evaluation.episode_settings import EpisodeSettings
-from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
+from training.evaluation.episode_streams import seeded_sampling_kwargs
 from training.evaluation.episodes import Episode, summarize, weighted_episode
-from training.evaluation.pairing_seeds import episode_seed
+from training.evaluation.pairing_seeds import episode_seed, stream_seed
 
 
 @contextmanager

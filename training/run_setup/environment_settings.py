@@ -7,11 +7,16 @@ serves every variant (the causal task's surrogates, a frozen one) and a recipe n
 `configured_environment` makes a subclass with the settings as class attributes (constructible with no arguments, as
 TRL's `environment_factory` is called). Each key must be a public, non-callable attribute the class declares; a class
 that checks its values in `__init_subclass__` refuses a bad one here, and the error names the setting.
+`recipe_fields` goes the other way: the two recipe fields that name a class (a configured one, or a plain one), what
+a run records when a command hands `training.train` the class itself.
 """
 
 from __future__ import annotations
 
 from training.errors import BadInputError
+
+
+CONFIGURED = "_configured_from"  # on a configured class: (the class it configures, its settings)
 
 
 class EnvironmentSettingsError(BadInputError):
@@ -38,6 +43,14 @@ def configured_environment(factory, settings: dict, what: str = "environment_set
                                        f"{known}")
     name = "_".join([factory.__name__, *(f"{k}_{v}" for k, v in settings.items())])
     try:
-        return type(name, (factory,), {**settings, "__doc__": factory.__doc__, "__module__": factory.__module__})
+        return type(name, (factory,), {**settings, "__doc__": factory.__doc__, "__module__": factory.__module__,
+                                       CONFIGURED: (factory, dict(settings))})
     except (TypeError, ValueError) as err:
         raise EnvironmentSettingsError(f"{what} {settings}: {err}") from None
+
+
+def recipe_fields(environment: type) -> tuple[str, dict | None]:
+    """(environment_factory, environment_settings) of a class: the class `configured_environment` configured and its
+    settings, or a plain class and None."""
+    factory, settings = vars(environment).get(CONFIGURED, (environment, None))
+    return f"{factory.__module__}.{factory.__qualname__}", settings

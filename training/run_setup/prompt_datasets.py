@@ -148,7 +148,12 @@ def mixed_column(rows: list[dict]) -> str | None:
 
 def load_prompt_dataset(path: str | Path) -> Dataset:
     """A validated `datasets.Dataset` from a JSON-lines file whose rows carry a `prompt`."""
-    rows = load_rows(path)
+    return prompt_dataset(load_rows(path), path)
+
+
+def prompt_dataset(rows: list[dict], path: str | Path) -> Dataset:
+    """A validated `datasets.Dataset` of rows that carry a `prompt` (read from `path`, or kept there)."""
+    validate_rows(rows, str(path), ("prompt",))
     try:
         return Dataset.from_list(rows)
     except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as err:  # one column, several types: Arrow has one per column

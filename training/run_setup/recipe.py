@@ -136,6 +136,33 @@ def check_recipe_keys(parser: TrlParser, argv: list[str]) -> None:
             raise RecipeError(f"recipe {config_path!r}: {key}={value!r} {problem}")
 
 
+@dataclasses.dataclass
+class Recipe:
+    """What `training.train.train` runs: TRL's three argument dataclasses, the recipe file they were read from and
+    the command line as typed (for the model card). A command that composes `train` in process (the causal task's
+    `train_scm`) sets the fields as Python values and hands over what it built: `rows` ({"train": [...], "heldout":
+    [...]}, used instead of reading `train_file` / `heldout_file`, which still name the files that keep them, their
+    sha256 recorded) and `environment` (the environment class; the recorded `environment_factory` and
+    `environment_settings` are read off it, `environment_settings.recipe_fields`)."""
+
+    script_args: StrictScriptArguments
+    training_args: StrictGRPOConfig
+    model_args: ModelConfig
+    config: str | None = None
+    argv: list[str] = dataclasses.field(default_factory=list)
+    rows: dict[str, list[dict]] | None = None
+    environment: type | None = None
+
+
+def read_recipe(argv: list[str] | None = None, default_config: str | Path | None = None) -> Recipe:
+    """The `Recipe` of a command line (`parse_args`); `default_config`: the recipe file read when no `--config` is
+    given."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    given = argv if "--config" in argv or default_config is None else ["--config", str(default_config), *argv]
+    config = given[given.index("--config") + 1] if "--config" in given[:-1] else None
+    return Recipe(*parse_args(given), config=config, argv=argv)
+
+
 def parse_args(argv: list[str] | None = None):
     """The three argument dataclasses, or a `BadInputError` naming the key, flag or value."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -224,7 +251,7 @@ def check_context(script_args, training_args, model_path: str, rows_by_source: d
         )  # fmt: skip
 
 
-def environment_class(path: str, settings: dict | None):
+def environment_class(path: str, settings: dict | None) -> type:
     """The recipe's `environment_factory`, imported, configured by its `environment_settings`."""
     factory = import_object(path, "environment_factory")
     if not callable(factory):
@@ -232,10 +259,13 @@ def environment_class(path: str, settings: dict | None):
     return configured_environment(factory, settings) if settings else factory
 
 
-def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict]):
-    """Import the recipe's environment, put the rendered system prompt in front of every row, and check every tool
-    name the prompt, the recipe and the tasks mention against it. Returns (factory, train rows, held-out rows)."""
-    factory = environment_class(script_args.environment_factory, getattr(script_args, "environment_settings", None))
+def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict],
+                      factory: type | None = None):
+    """The recipe's environment (`factory`, or the one its `environment_factory` names, imported), the rendered
+    system prompt put in front of every row, and every tool name the prompt, the recipe and the tasks mention
+    checked against it. Returns (factory, train rows, held-out rows)."""
+    if factory is None:
+        factory = environment_class(script_args.environment_factory, getattr(script_args, "environment_settings", None))
     env_cls = type(factory())
     prompts = {}
     if script_args.system_prompt_file:

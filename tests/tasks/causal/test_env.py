@@ -196,10 +196,9 @@ def test_generator_rewrites_the_shipped_splits_byte_for_byte(tmp_path):
 @pytest.mark.parametrize(("split", "start"), [("train", 0), ("train", 203), ("heldout", 29)])
 def test_generator_rewrites_shipped_rows_byte_for_byte(split, start):
     """A few rows of each split, in the default run (the whole files: the slow test above)."""
-    n, offset = (causal_task.N_TRAIN, 0) if split == "train" else (causal_task.N_HELDOUT,
-                                                                     causal_task.HELDOUT_SEED_OFFSET)
+    n = causal_task.N_TRAIN if split == "train" else causal_task.N_HELDOUT
     stop = min(start + 3, n)
-    rows = causal_task.make_rows(stop, offset, with_teacher=split == "train", start=start)
+    rows = causal_task.make_rows(split, stop, causal_task.bundled_scm, start=start, teacher=split == "train")
     with open(causal_task.DATA_DIR / f"{split}.jsonl") as f:
         shipped = f.read().splitlines()[start:stop]
     assert [json.dumps(r) for r in rows] == shipped

@@ -155,7 +155,7 @@ def test_one_training_step_and_the_held_out_evaluation_on_a_large_scm(name, surr
     """About a minute each on 2 cores: rows with the teacher's traces, one GRPO step, held-out before and after."""
     monkeypatch.chdir(tmp_path)
     summary = train_scm.main(["--scm", str(SCMS / f"{name}.yaml"), "--surrogate", surrogate, "--output_dir", "run",
-                              "--episodes", "4", "--heldout_episodes", "2", "--max_steps", "1",
+                              "--train_rows", "4", "--heldout_rows", "2", "--max_steps", "1",
                               "--per_device_train_batch_size", "4", "--num_generations", "4",
                               "--heldout_max_samples", "2"])
     assert summary["global_step"] == 1

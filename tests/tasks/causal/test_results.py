@@ -8,7 +8,13 @@ from training.analysis.stats import compare_paired
 from training.analysis.comparison import ComparisonError
 from training.evaluation.episodes import write_episodes
 from training.tasks.causal.evaluation_task import METRIC_DIRECTIONS, as_episode
-from training.tasks.causal.results import ResultsInputError, compare_policies, load_policies, main, significance
+from training.analysis.compared_runs import RunDirError, load_runs
+from training.tasks.causal.results import ResultsInputError, compare_policies, main, significance
+
+
+def load_policies(specs: list[str]):
+    """The results view's loading: every LABEL=PATH a model (training.analysis.compared_runs.load_runs)."""
+    return load_runs(specs, grouped=True)
 from training.tasks.causal.reward_components import COMPONENTS
 
 
@@ -167,16 +173,16 @@ def test_inputs_are_evaluation_directories(tmp_path):
     jsonl = tmp_path / "trained_s0.jsonl"
     jsonl.write_text("{}\n")
     base = write_eval(tmp_path / "base", policy(0.0, 0, 1))
-    with pytest.raises(ResultsInputError, match=f"{jsonl}: not a directory; pass evaluation directories"):
+    with pytest.raises(RunDirError, match=f"{jsonl}: not a directory; pass evaluation directories"):
         main([f"trained={jsonl}", f"base={base}"])
-    with pytest.raises(ResultsInputError, match="matches nothing"):
+    with pytest.raises(RunDirError, match="matches nothing"):
         main([f"trained={tmp_path}/nothing*", f"base={base}"])
     with pytest.raises(ResultsInputError, match="give at least two"):
         main([f"base={base}"])
     with pytest.raises(ResultsInputError, match="--versus 'other' is not one of the policies"):
         main([f"base={base}", f"b={write_eval(tmp_path / 'b', policy(0.0, 0, 2))}", "--versus", "other"])
     greedy = write_eval(tmp_path / "greedy", policy(0.0, 0, 3, episodes=1, decoding="greedy"))
-    with pytest.raises(ResultsInputError, match="greedy episodes .* pair only with greedy ones"):
+    with pytest.raises(ComparisonError, match="greedy episodes .* pair only with greedy ones"):
         main([f"greedy={greedy}", f"base={base}"])
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from training.evaluation.episodes import read_episodes
+from training.evaluation.pairing_seeds import HELDOUT_SEED_OFFSET
 from training.errors import BadInputError
+from training.run_setup.environment_settings import recipe_fields
 from training.run_setup.prompt_datasets import load_rows
 from training.evaluate import cli as evaluate_cli
 from training.evaluate import main as evaluate
@@ -91,7 +93,7 @@ def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
     train, heldout = load_rows(elsewhere / "rows" / "train.jsonl"), load_rows(elsewhere / "rows" / "heldout.jsonl")
     assert summary["dir"] == str(elsewhere / "rows")
     assert [r["seed"] for r in train] == [0, 1, 2]
-    assert [r["seed"] for r in heldout] == [scm_rows.HELDOUT_SEED_OFFSET, scm_rows.HELDOUT_SEED_OFFSET + 1]
+    assert [r["seed"] for r in heldout] == [HELDOUT_SEED_OFFSET, HELDOUT_SEED_OFFSET + 1]
     for r in train + heldout:
         assert r["budget"] == DEFAULT_BUDGET and r["initial_samples"] == DEFAULT_INITIAL_SAMPLES
         assert "Target: Y" in r["prompt"][0]["content"] and "Z in [-5, 20]" in r["prompt"][0]["content"]
@@ -150,20 +152,30 @@ def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhe
 
 
 def test_training_takes_an_scm_file(elsewhere, capsys):
-    # was: training read rows only; the user had to write them first
-    argv = train_scm.training_argv(["--scm", "cbo.yaml", "--output_dir", "run", "--episodes", "3", "--budget", "4",
-                                    "--max_steps", "2"])
+    # was: training read rows only; the user had to write them first. Then: train_scm built a command line for
+    # training.train, which parsed it again; now it hands over a Recipe, the rows and the environment class
+    recipe = train_scm.scm_recipe(["--scm", "cbo.yaml", "--output_dir", "run", "--train_rows", "3", "--budget", "4",
+                                   "--max_steps", "2"])
     rows = elsewhere / "run" / "scm_rows"
-    assert argv == ["--config", str(train_scm.CAUSAL_RECIPE), "--max_steps", "2", "--environment_factory",
-                    "training.tasks.causal.env.CausalEnv", "--environment_settings", "{surrogate_kind: additive}",
-                    "--output_dir", "run", "--train_file", str(rows / "train.jsonl"), "--heldout_file",
-                    str(rows / "heldout.jsonl")]
+    assert recipe.config == str(train_scm.CAUSAL_RECIPE) and recipe.training_args.max_steps == 2
+    assert recipe.training_args.output_dir == "run"
+    assert (recipe.script_args.train_file, recipe.script_args.heldout_file) == (str(rows / "train.jsonl"),
+                                                                                str(rows / "heldout.jsonl"))
+    assert recipe_fields(recipe.environment) == ("training.tasks.causal.env.CausalEnv", {"surrogate_kind": "additive"})
+    assert recipe.environment().surrogate_kind == "additive"
     train = load_rows(rows / "train.jsonl")
+    assert recipe.rows == {"train": train, "heldout": load_rows(rows / "heldout.jsonl")}  # kept as handed over
     assert len(train) == 3 and all(r["budget"] == 4 and len(json.loads(r["reference_calls_json"])) == 4 for r in train)
     assert len(load_rows(rows / "heldout.jsonl")) == 32
     with pytest.raises(SystemExit) as err:
         train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run2", "--train_file", "x.jsonl"])
     assert err.value.code == 2 and "--train_file: the rows come from --scm" in capsys.readouterr().err
+    for old, new in (("--episodes", "--train_rows"), ("--heldout_episodes", "--heldout_rows")):
+        with pytest.raises(SystemExit) as err:
+            train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run3", old, "3"])
+        message = capsys.readouterr().err.strip()
+        assert err.value.code == 2 and message.startswith(f"error: {old}: renamed {new}") and "\n" not in message
+    assert not (elsewhere / "run2").exists() and not (elsewhere / "run3").exists()
 
 
 def test_training_picks_the_surrogate_that_fits_the_file():
@@ -178,7 +190,7 @@ def test_training_picks_the_surrogate_that_fits_the_file():
 @pytest.mark.slow
 def test_training_on_an_scm_file_end_to_end(elsewhere):
     """About 2 minutes on 2 cores: the warm start, one GRPO step and the held-out evaluations, from another directory."""
-    summary = train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run", "--episodes", "4", "--heldout_episodes", "1",
+    summary = train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run", "--train_rows", "4", "--heldout_rows", "1",
                               "--budget", "2", "--max_steps", "1", "--warm_start_steps", "2",
                               "--per_device_train_batch_size", "4", "--num_generations", "2",
                               "--heldout_max_samples", "1", "--heldout_samples_per_prompt", "1",

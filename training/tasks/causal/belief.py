@@ -47,12 +47,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.evaluation.pairing_seeds import BELIEF_SEED_KEY, generator
 from training.tasks.causal.acquisition import call_scores
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
 BELIEF_DRAWS = 16
-BELIEF_SEED_KEY = 0xBE11EF  # separates the belief's generator from the episode's and the lookahead's
 # Values per variable of the options and of the greedy-EIG baseline: near an interior optimum (CBO toy: Z = -3.0 is
 # 0.02 from it; at 9 values the best option was 0.75 away, and every rule reading the options scored as random).
 NONLINEAR_GRID = 26
@@ -186,7 +186,7 @@ def _models(surrogate, draws: int, rng: np.random.Generator):
 
 
 def belief_rng(seed: int, updates: int) -> np.random.Generator:
-    """The belief's generator after `updates` surrogate updates of the episode seeded `seed`: the same history gives
-    the same line (a GRPO group's rollouts making the same calls see the same belief), and a surrogate frozen after
-    the initial rows shows the same options at every call."""
-    return np.random.default_rng(np.random.SeedSequence([int(seed), int(updates), BELIEF_SEED_KEY]))
+    """The belief's generator after `updates` surrogate updates of the episode whose environment seed is `seed`: the
+    same history gives the same line (a GRPO group's rollouts making the same calls see the same belief), and a
+    surrogate frozen after the initial rows shows the same options at every call."""
+    return generator(seed, updates, BELIEF_SEED_KEY)

@@ -47,6 +47,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from training.evaluation.pairing_seeds import LOOKAHEAD_SEED_KEY, generator
 from training.tasks.causal.belief import Belief, belief_rng
 from training.tasks.causal.reward_components import step_rewards
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
@@ -63,7 +64,6 @@ DEFAULT_BUDGET = 6
 DEFAULT_INITIAL_SAMPLES = 10
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
-LOOKAHEAD_SEED_KEY = 0x100CA  # separates the lookahead's generator from the episode's
 SURROGATES = tuple(SURROGATE_KINDS)  # the registered surrogates' names (`surrogates/catalogue.py`); "exact" is the default
 SAMPLED_SURROGATES = tuple(name for name, kind in SURROGATE_KINDS.items() if kind.sampled)  # posteriors with draws:
 # what the options, the baselines and the structure reward need
@@ -325,7 +325,7 @@ class CausalEnv:
         """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
         options after it. `max_parents`: the exact surrogate's in-degree bound (`subsets.parent_bound`)."""
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
-        self._rng = np.random.default_rng(seed)
+        self._rng = generator(seed)  # the seed rule: training.evaluation.pairing_seeds
         self._seed = int(seed)
         self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, max_parents)
         rows = self.scm.sample(initial, self._rng)
@@ -455,7 +455,7 @@ class CausalEnv:
 
     def _look_ahead(self, step: StepRecord) -> None:
         """Record the call's expected information gain, measured against the posterior before its rows: the
-        surrogate's `expected_gain`, with draws keyed by (episode seed, valid-call index), so a GRPO group's
+        surrogate's `expected_gain`, with draws keyed by (environment seed, valid-call index), so a GRPO group's
         rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
         reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
         where the surrogate cannot say (2 observational rows per variable are needed); the structure reward then
@@ -463,7 +463,7 @@ class CausalEnv:
         expected_gain = getattr(self._surrogate, "expected_gain", None)
         if expected_gain is None:
             return
-        rng = np.random.default_rng(np.random.SeedSequence([self._seed, step.call_index, LOOKAHEAD_SEED_KEY]))
+        rng = generator(self._seed, step.call_index, LOOKAHEAD_SEED_KEY)
         do = None if step.intervention is None else (self.scm.index[step.intervention[0]], step.intervention[1])
         step.expected_info_gain = expected_gain(do, step.mask, LOOKAHEAD_DRAWS, rng)
 

@@ -1,7 +1,12 @@
-"""The causal task's view of `training.compare`: policies across training seeds, tested over held-out SCMs.
+"""The causal task's tables over `training.compare`'s comparison: policies across training seeds, tested over
+held-out SCMs. The loading (`LABEL=GLOB`), the decoding check and every test are the comparison library's
+(training/analysis/); this module only lays the results out for the causal metrics and adds the pooled causal table.
 
     python -m training.tasks.causal.results trained='runs/causal/eval/trained_s*' \\
-        warm_start='runs/causal/eval/warm_start_s*' random=runs/causal/eval/random --versus random
+        starting_policy='runs/causal/eval/starting_policy_s*' random=runs/causal/eval/random --versus random
+
+is `python -m training.compare` with the same `LABEL=GLOB` arguments, `--baseline random --by mechanism --metric
+regret --metric parent_f1 --metric info_gain --metric score`, laid out as below.
 
 Each `LABEL=GLOB` is one policy; each directory matching GLOB is an evaluation of one training seed of it, holding
 `eval.jsonl` and `eval_summary.json` (`python -m training.evaluate ... --out DIR`, or a run directory whose held-out
@@ -33,16 +38,14 @@ final parent marginals and each variable's share of the interventions.
 from __future__ import annotations
 
 import argparse
-import glob
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from training.analysis.compared_runs import ComparedRun, load_run
-from training.analysis.comparison import compare_metrics, group_runs, split_by
-from training.evaluation.episodes import EVAL_FILE, SCORE
+from training.analysis.compared_runs import ComparedRun, load_runs
+from training.analysis.comparison import compare_metrics, decodings, group_runs, split_by
+from training.evaluation.episodes import SCORE
 from training.errors import BadInputError, bad_input_exits
 from training.tasks.causal.reward_components import COMPONENTS
 
@@ -53,47 +56,6 @@ NAMES = {"regret": "final regret", "parent_f1": "parent F1", "info_gain": "info 
 
 class ResultsInputError(BadInputError):
     """An argument the results view cannot use; the message names it."""
-
-
-def load_policies(specs: list[str]) -> list[ComparedRun]:
-    """The evaluation directories of `LABEL=GLOB` arguments, each run in the model (group) LABEL, named by its path."""
-    runs: list[ComparedRun] = []
-    labels: list[str] = []
-    for spec in specs:
-        label, sep, pattern = spec.partition("=")
-        if not sep or not label or not pattern:
-            raise ResultsInputError(f"{spec!r}: expected LABEL=GLOB")
-        if label in labels:
-            raise ResultsInputError(f"policy {label!r} given twice")
-        labels.append(label)
-        paths = sorted(glob.glob(pattern))
-        if not paths:
-            raise ResultsInputError(f"{spec!r} matches nothing")
-        for path in paths:
-            if not Path(path).is_dir():
-                raise ResultsInputError(f"{path}: not a directory; pass evaluation directories (with {EVAL_FILE} and "
-                                        "eval_summary.json, from `python -m training.evaluate ... --out DIR`), not "
-                                        "JSONL record files")
-            runs.append(replace(load_run(path, group=label), name=path))
-    return runs
-
-
-def decoding(runs: list[ComparedRun]) -> str:
-    """The decoding the runs' episodes were played with (a baseline's: "policy"); refuses a directory that mixes
-    two, and greedy episodes beside sampled or baseline ones (they do not pair)."""
-    per_run = {}
-    for run in runs:
-        found = {e.extra.get("decoding") for e in run.episodes} - {None}
-        if len(found) > 1:
-            raise ResultsInputError(f"{run.path}: episodes of several decodings {sorted(found)}; one a directory")
-        per_run[run.name] = found.pop() if found else None
-    kinds = set(per_run.values()) - {None}
-    if "greedy" in kinds and kinds - {"greedy"}:
-        greedy = [n for n, d in per_run.items() if d == "greedy"]
-        raise ResultsInputError(f"greedy episodes ({', '.join(greedy)}) pair only with greedy ones, not with "
-                                f"{sorted(kinds - {'greedy'})}: compare one decoding at a time")
-    shown = {"policy": "baselines: their own policy"}
-    return "; ".join(shown.get(k, k) for k in sorted(kinds, key=lambda k: k == "policy")) or "not recorded"
 
 
 def compare_policies(runs: list[ComparedRun], versus: str | None = None) -> dict[str, dict]:
@@ -230,8 +192,8 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("policies", nargs="+", help="LABEL=GLOB: the evaluation directories of one policy's seeds")
     parser.add_argument("--versus", default=None, help="a LABEL to test every policy against (default: every pair)")
     args = parser.parse_args(argv)
-    runs = load_policies(args.policies)
-    played = decoding(runs)
+    runs = load_runs(args.policies, grouped=True)
+    played = decodings(runs)
     results = compare_policies(runs, args.versus)
     lines = [f"Decoding: {played}.", "", *policy_table(results), "", *significance(results, args.versus)]
     for family, subset in split_by(runs, "mechanism").items() if len(runs[0].episodes) else ():

@@ -1,17 +1,17 @@
 """Episode rows from users' own SCMs, and the rows every causal command plays (a split or an SCM file).
 
 A row is what `CausalEnv.reset` starts an episode from (`training.tasks.causal.splits.scm_row`: the SCM as JSON, its
-prompt, the episode seed, the budget and the initial observational samples). This module turns SCM files (the
+prompt, the row seed, the budget and the initial observational samples; the row maker is `splits.make_rows`). This module turns SCM files (the
 YAML format of `training.tasks.causal.scm.user_scm`) or a user's SCM generator into train and held-out rows:
 
     python -m training.tasks.causal.scm_rows --scm examples/scms/cbo_toy.yaml --out DIR [--train 64 --heldout 8]
     python -m training.tasks.causal.scm_rows --scm a.yaml b.yaml c.yaml --heldout_scm d.yaml --out DIR
     python -m training.tasks.causal.scm_rows --generator my_pkg.my_module:make_scm --out DIR   # make_scm(seed) -> SCM
 
-writes DIR/train.jsonl and DIR/heldout.jsonl. Train row i plays SCM i mod (number of SCMs) with episode seed i;
-held-out row i plays held-out SCM i mod ... with seed `HELDOUT_SEED_OFFSET` + i (disjoint from the train seeds). With
-one SCM file, train and held-out rows are episodes of the same SCM with different noise; `--heldout_scm` holds
-other SCMs out; a generator is called with seed i for train row i and `HELDOUT_SEED_OFFSET` + i for held-out row i.
+writes DIR/train.jsonl and DIR/heldout.jsonl. Row i of a split plays SCM i mod (number of SCMs) with the row seed
+`row_seed(split, i)` (i for train rows, `HELDOUT_SEED_OFFSET` + i for held-out rows, disjoint; the seed rule:
+`training.evaluation.pairing_seeds`). With one SCM file, train and held-out rows are episodes of the same SCM with
+different noise; `--heldout_scm` holds other SCMs out; a generator is called with each row's seed.
 `--teacher` adds the train rows' `reference_calls_json` (the bundled task's teacher, what the tool-trace warm
 start imitates). Budget and initial samples default to `training.tasks.causal.env.DEFAULT_BUDGET` and
 `DEFAULT_INITIAL_SAMPLES`, as everywhere. Relative paths are read from the working directory.
@@ -28,12 +28,12 @@ import json
 from pathlib import Path
 
 from training.errors import BadInputError, bad_input_exits
+from training.evaluation.pairing_seeds import row_seed
 from training.run_setup.prompt_datasets import load_rows, write_split_files
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.scm.user_scm import UserSCMError, load_user_scm
 
-HELDOUT_SEED_OFFSET = 100_000
 CAUSAL_RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "causal_cpu.yaml"  # whatever the working directory
 SCM_SUFFIXES = (".yaml", ".yml")
 ROW_COLUMNS = ("scm_json", "seed")  # what an episode needs; the prompt only an LM policy reads
@@ -64,22 +64,11 @@ def generated_scm(fn, seed: int, spec: str) -> SCM:
     return scm
 
 
-def episode_rows(scms: list[SCM], n: int, seed_offset: int, budget: int, initial_samples: int,
-                 teacher: bool = False, surrogate: str | None = None, max_parents: int | None = None) -> list[dict]:
-    """n rows: row i plays scms[i mod len(scms)] with episode seed seed_offset + i; `max_parents`, where given, is
-    each row's in-degree bound for the exact surrogate. `teacher`: with the teacher's calls, played with the
-    `surrogate` (default exact)."""
-    from training.tasks.causal.splits import scm_row, teacher_calls
+def scm_file_rows(scms: list[SCM], split: str, n: int, budget: int, initial_samples: int, **settings) -> list[dict]:
+    """n rows of `split` cycling through `scms` (`splits.make_rows`: `teacher`, `surrogate`, `max_parents`)."""
+    from training.tasks.causal.splits import cycling, make_rows  # the teacher's import is heavy
 
-    rows = []
-    for i in range(n):
-        row = scm_row(scms[i % len(scms)], seed=seed_offset + i, budget=budget, initial_samples=initial_samples)
-        if max_parents is not None:
-            row["max_parents"] = max_parents
-        if teacher:
-            row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate or "exact"))
-        rows.append(row)
-    return rows
+    return make_rows(split, n, cycling(scms), budget=budget, initial_samples=initial_samples, **settings)
 
 
 def check_counts(budget: int | None, initial_samples: int | None) -> tuple[int, int]:
@@ -125,7 +114,7 @@ def check_scms_fit(scms: list[SCM], surrogate: str, max_parents: int | None) -> 
 def split_rows(split: str | None, scm: str | None, budget: int | None = None,
                initial_samples: int | None = None) -> tuple[list[dict], str]:
     """(rows, description) for a command's `--split` / `--scm`; `budget` / `initial_samples`, where given, replace
-    every row's. An SCM file gives one row (seed `HELDOUT_SEED_OFFSET`), its episodes the paired episode seeds."""
+    every row's. An SCM file gives one row (held-out row 0), its episodes the paired environment seeds."""
     from training.tasks.causal.splits import DATA_DIR
 
     if scm is not None and split is not None:
@@ -138,7 +127,7 @@ def split_rows(split: str | None, scm: str | None, budget: int | None = None,
             model = load_scm_file(scm)
         except UserSCMError as err:
             raise BadInputError(f"--scm: {err}") from None
-        return episode_rows([model], 1, HELDOUT_SEED_OFFSET, b, i), str(Path(scm).expanduser().resolve())
+        return scm_file_rows([model], "heldout", 1, b, i), str(Path(scm).expanduser().resolve())
     split = split or "heldout"
     path = DATA_DIR / f"{split}.jsonl" if split in ("train", "heldout") else Path(split).expanduser().resolve()
     rows = load_rows(path, required=ROW_COLUMNS)
@@ -176,8 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
             if args.heldout_scm:
                 raise BadInputError("--heldout_scm: not with --generator (held-out SCMs come from its seeds)")
             fn = scm_generator(args.generator)
-            train_scms = [generated_scm(fn, i, args.generator) for i in range(args.train)]
-            heldout_scms = [generated_scm(fn, HELDOUT_SEED_OFFSET + i, args.generator) for i in range(args.heldout)]
+            train_scms = [generated_scm(fn, row_seed("train", i), args.generator) for i in range(args.train)]
+            heldout_scms = [generated_scm(fn, row_seed("heldout", i), args.generator) for i in range(args.heldout)]
         else:
             try:
                 train_scms = [load_scm_file(p) for p in args.scm]
@@ -185,10 +174,9 @@ def main(argv: list[str] | None = None) -> dict:
             except UserSCMError as err:
                 raise BadInputError(str(err)) from None
         check_scms_fit([*train_scms, *heldout_scms], args.surrogate, args.max_parents)
-        train = episode_rows(train_scms, args.train, 0, budget, initial, teacher=args.teacher,
-                             surrogate=args.surrogate, max_parents=args.max_parents)
-        heldout = episode_rows(heldout_scms, args.heldout, HELDOUT_SEED_OFFSET, budget, initial,
-                               max_parents=args.max_parents)
+        train = scm_file_rows(train_scms, "train", args.train, budget, initial, teacher=args.teacher,
+                              surrogate=args.surrogate, max_parents=args.max_parents)
+        heldout = scm_file_rows(heldout_scms, "heldout", args.heldout, budget, initial, max_parents=args.max_parents)
     out = Path(args.out).expanduser().resolve()
     write_split_files(out, {"train": train, "heldout": heldout})
     summary = {"train": len(train), "heldout": len(heldout), "dir": str(out), "budget": budget,

@@ -15,8 +15,8 @@ their first call.
 
 Default splits (`python -m training.tasks.causal.splits` writes `data/causal/{train,heldout}.jsonl`, a few minutes,
 most of it the teacher): 256 train and 128 held-out SCMs, the four graph families in turn, one block of four in four
-nonlinear (every family has nonlinear SCMs), the rest linear-Gaussian; held-out SCMs come from a disjoint seed range.
-Each SCM draws, from its own seed, its size (`SIZES`: 3 to 8 variables), its names (`scm.names.naming`: X1.. and Y,
+nonlinear (every family has nonlinear SCMs), the rest linear-Gaussian; held-out SCMs come from a disjoint seed range
+(`bundled_scm`; which seed draws what: `training.evaluation.pairing_seeds`). Each SCM draws, from its row's seed, its size (`SIZES`: 3 to 8 variables), its names (`scm.names.naming`: X1.. and Y,
 letters, gene names, words such as `yield`, generated codes), where the target stands in the list, its intervention
 ranges and its goal (`scm.names`; "min" one time in four), so that reading the options does not depend on one naming,
 one range or one direction (`styled`). Budget and initial observational samples: the environment's defaults
@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from training.evaluation.pairing_seeds import STYLE_SEED_KEY, generator, row_seed
 from training.run_setup.prompt_datasets import write_split_files
 from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.belief_line import teacher
@@ -47,9 +49,7 @@ from training.tasks.causal.scm.scm import SCM
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "causal"
 N_TRAIN, N_HELDOUT = 256, 128
-HELDOUT_SEED_OFFSET = 100_000
 SIZES = (3, 4, 5, 6, 7, 8)
-STYLE_SEED_KEY = 0x5C3E  # separates a row's size, names, ranges and goal from its SCM's own generator
 
 
 def causal_prompt(row: dict) -> list[dict]:
@@ -108,23 +108,45 @@ def teacher_calls(row: dict, surrogate: str = "exact") -> list[dict]:
     return [{"name": s.tool, "arguments": s.arguments} for s in record.steps]
 
 
-def make_rows(n: int, seed_offset: int, with_teacher: bool, start: int = 0) -> list[dict]:
-    """Rows start .. n-1 of a split (a slice regenerates exactly the shipped lines)."""
+ScmOf = Callable[[int, int], SCM]  # (row index, row seed) -> the SCM the row plays
+
+
+def make_rows(split: str, stop: int, scm_of: ScmOf, start: int = 0, budget: int = DEFAULT_BUDGET,
+              initial_samples: int = DEFAULT_INITIAL_SAMPLES, teacher: bool = False, surrogate: str = "exact",
+              max_parents: int | None = None) -> list[dict]:
+    """Rows start .. stop-1 of `split` ("train" or "heldout"), the one row maker of every causal command: row i has
+    seed `row_seed(split, i)` and plays `scm_of(i, seed)`; `max_parents`, where given, is each row's in-degree bound
+    for the exact surrogate; `teacher` adds the teacher's calls (`teacher_calls`, played with `surrogate`). A slice
+    regenerates exactly the rows of the whole."""
     rows = []
-    for i in range(start, n):
-        family = FAMILIES[i % len(FAMILIES)]
-        mechanism = "nonlinear" if (i // len(FAMILIES)) % 4 == 3 else "linear"
-        rng = np.random.default_rng([seed_offset + i, STYLE_SEED_KEY])
-        n_vars = int(rng.choice(SIZES))
-        row = scm_row(styled(random_scm(family, n_vars, seed_offset + i, mechanism), rng), seed=seed_offset + i)
-        if with_teacher:
-            row["reference_calls_json"] = json.dumps(teacher_calls(row))
+    for i in range(start, stop):
+        seed = row_seed(split, i)
+        row = scm_row(scm_of(i, seed), seed=seed, budget=budget, initial_samples=initial_samples)
+        if max_parents is not None:
+            row["max_parents"] = max_parents
+        if teacher:
+            row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate))
         rows.append(row)
     return rows
 
 
+def bundled_scm(i: int, seed: int) -> SCM:
+    """The bundled splits' SCM of row i with seed `seed`: the four families in turn, one block of four in four
+    nonlinear, its size, names, ranges and goal drawn from `generator(seed, STYLE_SEED_KEY)`."""
+    family = FAMILIES[i % len(FAMILIES)]
+    mechanism = "nonlinear" if (i // len(FAMILIES)) % 4 == 3 else "linear"
+    rng = generator(seed, STYLE_SEED_KEY)
+    n_vars = int(rng.choice(SIZES))
+    return styled(random_scm(family, n_vars, seed, mechanism), rng)
+
+
+def cycling(scms: Sequence[SCM]) -> ScmOf:
+    """Row i plays scms[i mod len(scms)] (a user's SCM files)."""
+    return lambda i, _seed: scms[i % len(scms)]
+
+
 def make_splits() -> tuple[list[dict], list[dict]]:
-    return make_rows(N_TRAIN, 0, with_teacher=True), make_rows(N_HELDOUT, HELDOUT_SEED_OFFSET, with_teacher=False)
+    return make_rows("train", N_TRAIN, bundled_scm, teacher=True), make_rows("heldout", N_HELDOUT, bundled_scm)
 
 
 def write_splits(out_dir: Path = DATA_DIR) -> None:

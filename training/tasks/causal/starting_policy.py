@@ -57,6 +57,7 @@ from training.evaluation.spec import spec_from_recipe
 from training.evaluation.tool_loop import environment_tools, sampling_chat_template
 from training.outputs.atomic import atomic_directory
 from training.outputs.git_state import git_state
+from training.evaluation.pairing_seeds import RENAME_SEED_KEY, generator
 from training.run_setup.build_keys import numerics
 from training.errors import BadInputError, bad_input_exits
 from training.run_setup.models import cache_root
@@ -78,7 +79,6 @@ STARTING_POLICY_NAME = "causal-starting-policy"  # what a recipe's model_name_or
 BUILD_RECORD = "build_record.json"
 DATA_FILES = (DATA_DIR / "train.jsonl", DATA_DIR / "heldout.jsonl")
 VERIFIED_TRACES = 16  # traces `verify` renders again
-RENAME_SEED_KEY = 0x4E4D  # separates an episode's new names from its environment's seed
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def episode_row(row: dict, k: int) -> dict:
     variable in every other episode, a drawn style of `scm.names` in the rest), its prompt rewritten with them."""
     if k == 0:
         return row
-    rng = np.random.default_rng([int(row["seed"]), k, RENAME_SEED_KEY])
+    rng = generator(row["seed"], k, RENAME_SEED_KEY)
     style = "random" if k % 2 else names.STYLES[int(rng.integers(len(names.STYLES)))]
     scm = renamed_as(SCM.from_json(row["scm_json"]), rng, style)
     return {**row, **scm_row(scm, seed=row["seed"], budget=row["budget"], initial_samples=row["initial_samples"])}

@@ -3,36 +3,26 @@ teacher's traces, the starting policy's build): `run_policy(policy, row, k)` pla
 until the policy returns None); `episode_messages` turns it into chat messages in Qwen3's tool-call format.
 `python -m training.tasks.causal.evaluate_baselines` plays the registered policies on a split or an SCM file.
 
-Which episode (`episode_env_seed`): episode k of a row is the environment seeded `environment_seed(row, k)`, for
-every player, a language model's held-out episodes included (`policy_episodes.causal_reset`), so all are paired;
-k = None is the row's own episode, seeded by the row's `seed` as TRL's `reset(**row)` seeds it during GRPO (the
-teacher's `reference_calls_json` are that episode's calls, what forcing replays). The policy's generator follows
-the same seed."""
+Which episode: episode k of a row is the environment seeded `environment_seed(row, k)`, for every player, a
+language model's held-out episodes included (`policy_episodes.causal_reset`), so all are paired; k = None is the
+row's own episode, the one GRPO plays (the teacher's `reference_calls_json` are its calls, what forcing replays).
+The policy's generator follows the same seed (the seed rule: `training.evaluation.pairing_seeds`)."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
-
-from training.evaluation.pairing_seeds import environment_seed
+from training.evaluation.pairing_seeds import POLICY_SEED_KEY, environment_seed, generator
 from training.tasks.causal.env import EpisodeRecord, make_causal_env
 from training.tasks.causal.policies.policy_registry import Policy
 
-POLICY_SEED_KEY = 0x9017C7  # separates the policy's generator from the environment's
-
-
-def episode_env_seed(row: dict, k: int | None) -> int:
-    """The environment seed of episode `k` of `row` (see the module docstring)."""
-    return int(row["seed"]) if k is None else environment_seed(row, k)
-
 
 def run_policy(policy: Policy, row: dict, k: int | None, surrogate: str = "exact") -> EpisodeRecord:
-    """Play episode `k` of `row` (`episode_env_seed`) to its budget, the policy's generator seeded alike."""
-    seed = episode_env_seed(row, k)
+    """Play episode `k` of `row` (`environment_seed`) to its budget, the policy's generator seeded alike."""
+    seed = environment_seed(row, k)
     env = make_causal_env(surrogate)()
     env.reset(**{**row, "seed": seed})
-    rng = np.random.default_rng([seed, POLICY_SEED_KEY])
+    rng = generator(seed, POLICY_SEED_KEY)
     while env.record.used < env.record.budget:
         call = policy(env, rng)
         if call is None:  # the policy stops, leaving budget unused
