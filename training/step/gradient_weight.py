@@ -5,7 +5,7 @@ A (onehot(y) - softmax), has L1 norm 2 |A| (1 - p): a near-certain token carries
 drawn from the tail up to 2 |A|. A policy that is near-deterministic almost everywhere (the causal starting policy)
 puts most of a step's weight on its few uncertain or rare tokens; if one rollout carried most of it, Adam (which moves
 every parameter by about the learning rate whatever the gradient's size) would turn that one sample into a full-size
-step in its direction. docs/causal.md ("Your own SCM") reports what these showed around the CBO gradient jumps.
+step in its direction. docs/results/causal.md §3.1 reports what these showed around the CBO gradient jumps.
 
 Metrics, over the tokens the loss trains on (`loss_mask`: no tool results, no forced rows), with p the sampling-time
 probability:

@@ -2,8 +2,9 @@
 
 The recipe as committed starts from the shipped starting policy, finishes within its wall-time guard, keeps every
 reward finite, and its own end-of-run comparison (paired per held-out SCM, 95% interval) shows the weighted held-out
-reward higher than at step 0 with the interval above 0, and regret not detectably worse. docs/causal.md reports the
-same claim over 3 runs of the README's command from a fresh clone, and the 3-seed workflow against the baselines.
+reward higher than at step 0 with the interval above 0, and regret not detectably worse. docs/results/causal.md reports
+the same claim over runs of the README's command from a fresh clone (§1.1), and the 3-seed workflow against the
+baselines (§1.2).
 """
 
 import json

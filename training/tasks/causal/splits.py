@@ -23,10 +23,10 @@ one range or one direction (`styled`). Budget and initial observational samples:
 (`training.tasks.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
 
 Why at most 8 variables: the exact surrogate's cost per call grows as 2^d (the options' lookahead scores every
-candidate under 8 posterior draws): about 0.02 s at 6 variables, 0.09 s at 8, 0.6 s at 10 and 2 s at 12 on one core
-(`benchmarks/causal_option_cost.py`), and a GRPO step plays about 100 calls. The replies do not grow with the number
+candidate under posterior draws; seconds a call by size: `benchmarks/causal_option_cost.py`, docs/results/causal.md
+§7.1), and a GRPO step plays about 100 calls. The replies do not grow with the number
 of variables (the options are the Pareto front, the sampled target alone is shown), so larger SCMs read the same;
-the example files of 11 and 12 variables are measured in docs/causal.md.
+the example files of 11 and 12 variables are measured in docs/results/causal.md §4.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 decision is one token.
 
 Why 4 layers: imitating the belief-reading expert (600 steps, 32 held-out SCMs, greedy), the 2-layer model set the
-line's best entry in 0.11 to 0.28 of its calls (chance: ~0.2), the 4-layer one in 0.96 (docs/causal.md).
+line's best entry in 0.11 to 0.28 of its calls (chance: ~0.2), the 4-layer one in 0.96 (measured when
+the size was chosen; no command in the repository rebuilds it, so the results ledger does not carry it).
 
 The default tiny tokenizer spells the causal episode in byte pieces: the prompt alone (tool schemas, variables,
 data summary) is ~840 tokens, a 3-call episode ~1200. Here the BPE merges are learned from rendered causal
