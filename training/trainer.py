@@ -48,6 +48,7 @@ from training.features.record_at_sample import RecordAtSample, recorded_logps_te
 from training.features.reference import ReferenceAdapter
 from training.features.reward_checks import RewardChecks, local_rewards_and_groups
 from training.features.tools import ToolCalls
+from training.features.turn_limits import TurnLimits
 from training.features.value_head import ValueHeadFeature, ValueHeadStepCallback
 from training.features.zero_std_watch import ZeroStdWatch
 from training.outputs import run_files
@@ -83,6 +84,7 @@ class _Round:
     sampling_logps: list[list[float]] | None = None
     rewards_per_func: torch.Tensor | None = None
     episode_tools: list | None = None  # each rollout's `EpisodeTools` (the turn of every call it passed on)
+    void_rollouts: list[bool] | None = None  # which rollouts have a void turn (features/turn_limits.py)
 
 
 @dataclass
@@ -130,6 +132,14 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.record = RecordAtSample(self.flags.ppo_record_at_sample, gap)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
+        self.turn_limits = TurnLimits(args, self._tokenizer, self.chat_template, dict(self.chat_template_kwargs or {}),
+                                      self.eos_token_ids, bool(self.tools), bound.arguments.get("rollout_func"))
+        if self.turn_limits.enabled:  # every turn sampled under the turn's limit, stopping at its call's end
+            if self.use_vllm:
+                self.turn_limits.configure_vllm(self.vllm_generation)
+            else:
+                self.generation_config = self.turn_limits.generation_config(self.generation_config)
+                self.generation_kwargs = self.turn_limits.generation_kwargs(self.generation_kwargs)
         self.call_credit = CallCredit(args.call_credit)
         self.environment_metrics = EnvironmentMetrics()
         self.dynamic_sampling = DynamicSampling(args, self.train_dataset, self.num_generations, args.seed,
@@ -204,6 +214,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                 batch, self.environments, scored.episode_tools, self.reward_func_names, self.reward_weights,
                 scored.rewards_per_func, group_size, self.accelerator, metrics)
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
+        self.turn_limits.exclude_void(batch, scored.void_rollouts, self.accelerator)
         log_gradient_weight(batch, self.accelerator, metrics)
         self._check_batch(batch, mode)
         return batch
@@ -228,6 +239,11 @@ class StrictGRPOTrainer(GRPOTrainer):
             result = super()._generate(prompts)
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
+            if self.turn_limits.enabled and result[2] is not None:
+                tool_mask, void = self.turn_limits.after_generate(result[1], result[2], self.accelerator, metrics)
+                result = (*result[:2], tool_mask, *result[3:])
+                if self._round is not None:
+                    self._round.void_rollouts = void
         if self._round is not None:
             self._round.sampling_logps = result[4]
         return result
@@ -242,6 +258,7 @@ class StrictGRPOTrainer(GRPOTrainer):
             trl_turn, self.accelerator.unwrap_model(self.model_wrapped), self.temperature,
             backend_records=self.use_vllm or self.use_transformers_continuous_batching,
         )
+        completion_ids, logprobs = self.turn_limits.finish(completion_ids, logprobs)
         self.call_credit.turn_generated()
         rnd = self._round
         if rnd is not None and rnd.first_turn:

@@ -111,7 +111,7 @@ def test_streaks_and_grad_norms_are_rebuilt_from_the_checkpoint_history_on_resum
     callback.on_train_begin(None, SimpleNamespace(log_history=history), None)
     assert callback.streaks["health/zero_loss"] == 2 and list(callback.grad_norms) == [1.0, 1.0]
     args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=2, strict_health=True, health_patience=3,
-                           grad_spike_floor=0.1, max_grad_norm=1.0)
+                           grad_spike_floor=0.1, max_grad_norm=1.0, turn_cut_rise=0.1)
     callback.on_log(args, SimpleNamespace(global_step=3), None, logs={"loss": 0.0, "grad_norm": 0.0})
     assert "health/zero_loss fired for 3 consecutive steps" in str(callback.error)  # 2 before the resume, 1 after
     callback.error = None
@@ -162,7 +162,7 @@ def test_a_step_without_a_valid_call_is_said_in_words_naming_the_causes_and_does
             "tools/malformed/unknown_tool": 0.0, "tools/refused/unknown_variable": 1.9}
     monitor = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
     args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=5, grad_spike_floor=0.1, max_grad_norm=1.0,
-                           strict_health=True, health_patience=1)
+                           strict_health=True, health_patience=1, turn_cut_rise=0.1)
     monitor.on_log(args, SimpleNamespace(global_step=1), None, logs=logs)
     assert logs["health/no_valid_calls"] == 1.0
     said = [r.getMessage() for r in caplog.records if "no rollout made a tool call" in r.getMessage()]
@@ -179,7 +179,7 @@ def test_a_run_that_stays_at_the_jumped_gradient_norms_keeps_firing_and_stops():
     norms = [0.02, 0.041, 0.008, 0.043, 0.02, 0.019, 0.018, 0.542, 0.05, 0.021, 0.019, 0.033, 0.023, 0.052, 0.02,
              0.018, 0.025, 0.02, 0.017, 0.04, 0.023, 0.132, 0.059]  # steps 1 to 23, spike at step 8
     args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=5, grad_spike_floor=0.1, max_grad_norm=1.0,
-                           strict_health=True, health_patience=3)
+                           strict_health=True, health_patience=3, turn_cut_rise=0.1)
     monitor = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
     history = []
     for step, norm in enumerate(norms + [0.592, 0.266, 0.223], start=1):
