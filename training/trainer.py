@@ -240,7 +240,9 @@ class StrictGRPOTrainer(GRPOTrainer):
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
             if self.turn_limits.enabled and result[2] is not None:
-                tool_mask, void = self.turn_limits.after_generate(result[1], result[2], self.accelerator, metrics)
+                forced = None if self._round is None else [p is not None for p in self._round.forcing_plan]
+                tool_mask, void = self.turn_limits.after_generate(result[1], result[2], self.accelerator, metrics,
+                                                                  forced)
                 result = (*result[:2], tool_mask, *result[3:])
                 if self._round is not None:
                     self._round.void_rollouts = void

@@ -109,9 +109,12 @@ class TurnLimits:
 
     # ---- the generation batch ---------------------------------------------------------------------------------------
     def after_generate(self, completion_ids: list[list[int]], tool_mask: list[list[int]], accelerator,
-                       metrics: dict) -> tuple[list[list[int]], list[bool]]:
-        """(`tool_mask` with the appended tokens at 0, which rollouts have a void turn); logs `turns/*`."""
+                       metrics: dict, forced: list[bool] | None = None) -> tuple[list[list[int]], list[bool]]:
+        """(`tool_mask` with the appended tokens at 0, which rollouts have a void turn); logs `turns/*`. `forced`:
+        the rollouts whose first turn was written by forcing (features/forcing.py), not sampled: it is not counted."""
         turns = [completion_turns(ids, mask, self.spec) for ids, mask in zip(completion_ids, tool_mask, strict=True)]
+        if forced is not None:
+            turns = [rollout[1:] if was_forced else rollout for rollout, was_forced in zip(turns, forced, strict=True)]
         masked = [appended_masked(ids, mask, self.spec) for ids, mask in zip(completion_ids, tool_mask, strict=True)]
         void = [any(t.void for t in rollout) for rollout in turns]
         self._log(turns, void, accelerator, metrics)
