@@ -5,14 +5,16 @@ plain object each) in written order. No other class overrides a TRL method; data
 batch (keys in training/algorithms/trajectory.py), never on the trainer.
 
     generation   `_generate_and_score_completions`: dynamic sampling runs one or more sampling rounds; each round
-                 plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls and
-                 notes each call's model turn, `_generate_single_turn` records log-probs and writes forced first
-                 turns, `_calculate_rewards` checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's
-                 old-log-prob forward from the recorded log-probs), then logs the environments' episode metrics,
-                 attaches the old log-probs, rewards and group ids, replaces the advantages by per-call ones
-                 (`call_credit`), masks forced rows, logs which tokens carry the gradient (`gradient_weight`) and
-                 checks the schema; then the zero-std watch and, every `logp_check_steps` batches, the
-                 sampler/trainer log-prob agreement check.
+                 plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls, notes
+                 each call's model turn and counts the turns (`turn_limits`: appended tokens out of the loss, void
+                 turns), `_generate_single_turn` samples under the turn's limit, records log-probs, ends each turn at
+                 its call's closing token and writes forced first turns, `_calculate_rewards` checks the rewards,
+                 `_get_per_token_logps_and_entropies` answers TRL's old-log-prob forward from the recorded
+                 log-probs), then logs the environments' episode metrics, attaches the old log-probs, rewards and
+                 group ids, replaces the advantages by per-call ones (`call_credit`), masks forced rows and episodes
+                 with a void turn, logs which tokens carry the gradient (`gradient_weight`) and checks the schema;
+                 then the zero-std watch and, every `logp_check_steps` batches, the sampler/trainer log-prob
+                 agreement check.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
                  feeds the value head and the ratio statistics), the value loss, the optional supervised term.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
@@ -239,7 +241,7 @@ class StrictGRPOTrainer(GRPOTrainer):
             result = super()._generate(prompts)
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
-            if self.turn_limits.enabled and result[2] is not None:
+            if self.turn_limits.enabled:
                 forced = None if self._round is None else [p is not None for p in self._round.forcing_plan]
                 tool_mask, void = self.turn_limits.after_generate(result[1], result[2], self.accelerator, metrics,
                                                                   forced)

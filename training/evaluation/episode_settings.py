@@ -40,8 +40,17 @@ class EpisodeSettings:
             max_completion_length=trainer.max_completion_length,
             max_iterations=trainer.max_tool_calling_iterations,
             max_tool_calls=trainer.args.max_tool_calls_per_episode,
-            max_turn_tokens=trainer.turn_limits.limit, end_turn_at_call=trainer.args.end_turn_at_call,
+            **cls._trainer_turns(trainer),
         )
+
+    @staticmethod
+    def _trainer_turns(trainer) -> dict:
+        """How the trainer's sampler ends a turn: the strict trainer's turn limits (training/features/turn_limits.py);
+        plain TRL (`trainer: trl`, training/step/plain_trl.py) has none, its turns run to the episode's budget."""
+        limits = getattr(trainer, "turn_limits", None)
+        if limits is None or not limits.enabled:
+            return {"max_turn_tokens": trainer.max_completion_length, "end_turn_at_call": False}
+        return {"max_turn_tokens": limits.limit, "end_turn_at_call": limits.spec.call_close is not None}
 
     @classmethod
     def from_spec(cls, spec) -> EpisodeSettings:

@@ -18,7 +18,8 @@ training/tool_use/turn_end.py's rule on TRL's sampler:
   in the loss, each turn with the advantage it has: the episode's, or `call_credit`'s own-reward rule).
 
 Metrics of each generation batch (all processes): `turns/count`, `turns/cut`, `turns/void`, `turns/void_episodes`,
-`turns/mean_tokens`, `turns/max_tokens` (a turn's sampled tokens, appended ones excluded) and `turns/limit`.
+`turns/mean_tokens`, `turns/max_tokens` (a turn's sampled tokens, appended ones excluded) and `turns/limit`; a first
+turn written by forcing (features/forcing.py) is not sampled and not counted.
 `health/turn_lengthening` reads them (training/step/health.py).
 """
 
@@ -112,6 +113,9 @@ class TurnLimits:
                        metrics: dict, forced: list[bool] | None = None) -> tuple[list[list[int]], list[bool]]:
         """(`tool_mask` with the appended tokens at 0, which rollouts have a void turn); logs `turns/*`. `forced`:
         the rollouts whose first turn was written by forcing (features/forcing.py), not sampled: it is not counted."""
+        if tool_mask is None:
+            raise RuntimeError("turn limits: TRL's tool loop returned no tool_mask, so the model's turns cannot be "
+                               "told from the tool results")
         turns = [completion_turns(ids, mask, self.spec) for ids, mask in zip(completion_ids, tool_mask, strict=True)]
         if forced is not None:
             turns = [rollout[1:] if was_forced else rollout for rollout, was_forced in zip(turns, forced, strict=True)]

@@ -83,8 +83,8 @@ ADVICE = {
     "environment's call format and names (a starting policy or warm start on the same kind of rows)",
 }
 IMMEDIATE = ("health/nonfinite_loss",)  # stop at the first occurrence under strict_health
-WARN_ONLY = ("health/no_valid_calls",)
-PER_SAMPLING_BATCH = ("health/turn_lengthening",)  # read from the generation batch's metrics, absent on reuse passes  # said in words at the step; another detector stops such a run
+WARN_ONLY = ("health/no_valid_calls",)  # said in words at the step; another detector stops such a run
+PER_SAMPLING_BATCH = ("health/turn_lengthening",)  # read from the generation batch's metrics, absent on reuse passes
 CALL_CAUSES = ("tools/malformed/", "tools/refused/")  # per-kind counts of the calls that were not accepted
 
 
