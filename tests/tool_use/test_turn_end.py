@@ -61,3 +61,4 @@ def test_the_default_limit_is_below_the_episodes_budget():
     assert resolved_limit(None, 720)[0] == 256
     assert resolved_limit(None, 72)[0] == 36
     assert resolved_limit(48, 720) == (48, "max_turn_tokens, the recipe's")
+    assert resolved_limit(56, 24)[0] == 24  # a recipe's limit above a budget lowered for a quick evaluation

@@ -174,7 +174,6 @@ def episode_turn_end(model, tokenizer, settings: EpisodeSettings) -> TurnEnd:
     eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
     stops = [tokenizer.eos_token_id, *eos_ids]
     limit, _ = resolved_limit(settings.max_turn_tokens, settings.max_completion_length)
-    limit = min(limit, settings.max_completion_length)
     return turn_end(tokenizer, settings.chat_template, settings.template_kwargs, limit, stops,
                     settings.end_turn_at_call)
 

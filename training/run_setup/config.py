@@ -310,8 +310,8 @@ class StrictGRPOConfig(GRPOConfig):
         metadata={
             "help": "Tokens one model turn of a tool run may sample (every turn, in training on the transformers "
             "sampler and vLLM, and in the held-out tool loop alike); a turn that reaches it is cut (`turns/cut`). "
-            "The episode's budget `max_completion_length` still holds. None: min(256, max_completion_length // 2), "
-            "logged at start as the limit in force. Set it to fit the task's longest well-formed turn; a run without "
+            "The episode's budget `max_completion_length` still holds (above it, the budget is the limit). None: "
+            "min(256, max_completion_length // 2). The limit in force is logged at start. Set it to fit the task's longest well-formed turn; a run without "
             "tools refuses it.",
         },
     )
@@ -415,9 +415,6 @@ class StrictGRPOConfig(GRPOConfig):
                               "with advantage_estimator='grpo')")
         if self.max_turn_tokens is not None:
             check_int("max_turn_tokens", self.max_turn_tokens, 1)
-            if self.max_completion_length is not None and self.max_turn_tokens > self.max_completion_length:
-                raise ConfigError(f"max_turn_tokens={self.max_turn_tokens} is above max_completion_length="
-                                  f"{self.max_completion_length}: a turn cannot be longer than its episode")
         if self.void_turn_rule not in VOID_TURN_RULES:
             raise ConfigError(f"void_turn_rule={self.void_turn_rule!r} is not one of {list(VOID_TURN_RULES)}")
         check_range("turn_cut_rise", self.turn_cut_rise, "0 (off) or a number in (0, 1]", lambda v: 0 <= v <= 1)

@@ -29,7 +29,11 @@ DEFAULT_TURN_TOKENS = 256  # the default limit's ceiling: far above a JSON call 
 
 def resolved_limit(max_turn_tokens: int | None, max_completion_length: int) -> tuple[int, str]:
     """(the turn limit in force, where it comes from, in words). Unset: min(256, max_completion_length // 2), a limit
-    below the episode's budget, so no one turn can take the whole episode."""
+    below the episode's budget, so no one turn can take the whole episode; set above the budget (a recipe's limit with
+    a budget lowered for a quick evaluation): the budget."""
+    if max_turn_tokens is not None and max_turn_tokens > max_completion_length:
+        return max_completion_length, (f"max_turn_tokens={max_turn_tokens} is above max_completion_length="
+                                       f"{max_completion_length}: the episode's budget")
     if max_turn_tokens is not None:
         return max_turn_tokens, "max_turn_tokens, the recipe's"
     limit = max(1, min(DEFAULT_TURN_TOKENS, max_completion_length // 2))
