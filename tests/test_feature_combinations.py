@@ -136,3 +136,32 @@ def test_heldout_episodes_with_every_feature_on(make_env_trainer, workspace_rows
     trainer.train()
     check_cell(training_logs(trainer.args.output_dir), *cell)
     assert math.isfinite(trainer.evaluate_heldout()["heldout/greedy_reward"])
+
+
+def test_turn_limits_with_every_feature_on(make_env_trainer):
+    """The turn limit, the call's end and void episodes out of the loss (`void_turn_rule: exclude`) beside dynamic
+    sampling, forcing, reference sync, a value head and two iterations: every turn is within the limit and counted on
+    the steps that sample, void episodes leave the loss, and the cell's checks hold. An EOS about one token in eight
+    (a hook on the output layer) makes some of the untrained model's turns end and the others run on to the limit."""
+    cell = (True, "gae", True, True, 2)
+    trainer = make_env_trainer(flags=cell_flags(True), max_steps=2, max_turn_tokens=12, void_turn_rule="exclude",
+                               **cell_settings(True, "gae", True, 2))
+    eos = trainer.turn_limits.spec.stop_ids[0]
+
+    def hook(module, inputs, output):
+        out = output.clone()
+        out[..., eos] = out.logsumexp(dim=-1) - 2.0
+        return out
+
+    handle = trainer.model.get_output_embeddings().register_forward_hook(hook)
+    try:
+        trainer.train()
+    finally:
+        handle.remove()
+    logs = training_logs(trainer.args.output_dir)
+    check_cell(logs, *cell)
+    sampled, reused = logs[0], logs[1]
+    assert sampled["turns/limit"] == 12.0 and 0 < sampled["turns/max_tokens"] <= 12.0
+    assert 0 < sampled["turns/cut"] <= sampled["turns/void"] <= sampled["turns/count"]
+    assert sampled["turns/void_episodes"] > 0
+    assert "turns/count" not in reused and reused["health/turn_lengthening"] == 0.0  # a reuse pass samples nothing

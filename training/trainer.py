@@ -5,14 +5,16 @@ plain object each) in written order. No other class overrides a TRL method; data
 batch (keys in training/algorithms/trajectory.py), never on the trainer.
 
     generation   `_generate_and_score_completions`: dynamic sampling runs one or more sampling rounds; each round
-                 plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls and
-                 notes each call's model turn, `_generate_single_turn` records log-probs and writes forced first
-                 turns, `_calculate_rewards` checks the rewards, `_get_per_token_logps_and_entropies` answers TRL's
-                 old-log-prob forward from the recorded log-probs), then logs the environments' episode metrics,
-                 attaches the old log-probs, rewards and group ids, replaces the advantages by per-call ones
-                 (`call_credit`), masks forced rows, logs which tokens carry the gradient (`gradient_weight`) and
-                 checks the schema; then the zero-std watch and, every `logp_check_steps` batches, the
-                 sampler/trainer log-prob agreement check.
+                 plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls, notes
+                 each call's model turn and counts the turns (`turn_limits`: appended tokens out of the loss, void
+                 turns), `_generate_single_turn` samples under the turn's limit, records log-probs, ends each turn at
+                 its call's closing token and writes forced first turns, `_calculate_rewards` checks the rewards,
+                 `_get_per_token_logps_and_entropies` answers TRL's old-log-prob forward from the recorded
+                 log-probs), then logs the environments' episode metrics, attaches the old log-probs, rewards and
+                 group ids, replaces the advantages by per-call ones (`call_credit`), masks forced rows and episodes
+                 with a void turn, logs which tokens carry the gradient (`gradient_weight`) and checks the schema;
+                 then the zero-std watch and, every `logp_check_steps` batches, the sampler/trainer log-prob
+                 agreement check.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
                  feeds the value head and the ratio statistics), the value loss, the optional supervised term.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
@@ -48,6 +50,7 @@ from training.features.record_at_sample import RecordAtSample, recorded_logps_te
 from training.features.reference import ReferenceAdapter
 from training.features.reward_checks import RewardChecks, local_rewards_and_groups
 from training.features.tools import ToolCalls
+from training.features.turn_limits import TurnLimits
 from training.features.value_head import ValueHeadFeature, ValueHeadStepCallback
 from training.features.zero_std_watch import ZeroStdWatch
 from training.outputs import run_files
@@ -83,6 +86,7 @@ class _Round:
     sampling_logps: list[list[float]] | None = None
     rewards_per_func: torch.Tensor | None = None
     episode_tools: list | None = None  # each rollout's `EpisodeTools` (the turn of every call it passed on)
+    void_rollouts: list[bool] | None = None  # which rollouts have a void turn (features/turn_limits.py)
 
 
 @dataclass
@@ -130,6 +134,14 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.record = RecordAtSample(self.flags.ppo_record_at_sample, gap)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
+        self.turn_limits = TurnLimits(args, self._tokenizer, self.chat_template, dict(self.chat_template_kwargs or {}),
+                                      self.eos_token_ids, bool(self.tools), bound.arguments.get("rollout_func"))
+        if self.turn_limits.enabled:  # every turn sampled under the turn's limit, stopping at its call's end
+            if self.use_vllm:
+                self.turn_limits.configure_vllm(self.vllm_generation)
+            else:
+                self.generation_config = self.turn_limits.generation_config(self.generation_config)
+                self.generation_kwargs = self.turn_limits.generation_kwargs(self.generation_kwargs)
         self.call_credit = CallCredit(args.call_credit)
         self.environment_metrics = EnvironmentMetrics()
         self.dynamic_sampling = DynamicSampling(args, self.train_dataset, self.num_generations, args.seed,
@@ -204,6 +216,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                 batch, self.environments, scored.episode_tools, self.reward_func_names, self.reward_weights,
                 scored.rewards_per_func, group_size, self.accelerator, metrics)
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
+        self.turn_limits.exclude_void(batch, scored.void_rollouts, self.accelerator)
         log_gradient_weight(batch, self.accelerator, metrics)
         self._check_batch(batch, mode)
         return batch
@@ -228,6 +241,13 @@ class StrictGRPOTrainer(GRPOTrainer):
             result = super()._generate(prompts)
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
+            if self.turn_limits.enabled:
+                forced = None if self._round is None else [p is not None for p in self._round.forcing_plan]
+                tool_mask, void = self.turn_limits.after_generate(result[1], result[2], self.accelerator, metrics,
+                                                                  forced)
+                result = (*result[:2], tool_mask, *result[3:])
+                if self._round is not None:
+                    self._round.void_rollouts = void
         if self._round is not None:
             self._round.sampling_logps = result[4]
         return result
@@ -242,6 +262,7 @@ class StrictGRPOTrainer(GRPOTrainer):
             trl_turn, self.accelerator.unwrap_model(self.model_wrapped), self.temperature,
             backend_records=self.use_vllm or self.use_transformers_continuous_batching,
         )
+        completion_ids, logprobs = self.turn_limits.finish(completion_ids, logprobs)
         self.call_credit.turn_generated()
         rnd = self._round
         if rnd is not None and rnd.first_turn:

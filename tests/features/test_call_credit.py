@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tests.tasks.causal.trainer_support import build_sampled_causal_trainer, score
+from training.algorithms.trajectory import loss_mask
 from training.algorithms.turn_advantages import token_turns
 from training.features.call_credit import CallCredit, CallCreditError
 from training.run_setup.config import ConfigError, StrictGRPOConfig
@@ -30,7 +31,13 @@ def test_each_turn_carries_its_group_normalised_reward_to_go(tmp_path):
     batch = score(t)
     adv, turns = batch["advantages"], token_turns(batch["tool_mask"], batch["completion_mask"])
     assert adv.shape == batch["completion_ids"].shape
+    # an episode with a void turn (here a final "Done." cut by the budget) is out of the loss (void_turn_rule), and
+    # so out of `turns`; its advantages are never read
+    in_loss = loss_mask(batch).sum(dim=1) > 0
+    assert in_loss.sum() >= adv.size(0) // 2
     for i in range(adv.size(0)):
+        if not in_loss[i]:
+            continue
         assert torch.all(adv[i][turns[i] < 0] == 0)  # tool results and padding carry nothing
         for k in range(int(turns[i].max()) + 1):
             values = adv[i][turns[i] == k]

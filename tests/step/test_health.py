@@ -111,7 +111,7 @@ def test_streaks_and_grad_norms_are_rebuilt_from_the_checkpoint_history_on_resum
     callback.on_train_begin(None, SimpleNamespace(log_history=history), None)
     assert callback.streaks["health/zero_loss"] == 2 and list(callback.grad_norms) == [1.0, 1.0]
     args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=2, strict_health=True, health_patience=3,
-                           grad_spike_floor=0.1, max_grad_norm=1.0)
+                           grad_spike_floor=0.1, max_grad_norm=1.0, turn_cut_rise=0.1)
     callback.on_log(args, SimpleNamespace(global_step=3), None, logs={"loss": 0.0, "grad_norm": 0.0})
     assert "health/zero_loss fired for 3 consecutive steps" in str(callback.error)  # 2 before the resume, 1 after
     callback.error = None
@@ -162,7 +162,7 @@ def test_a_step_without_a_valid_call_is_said_in_words_naming_the_causes_and_does
             "tools/malformed/unknown_tool": 0.0, "tools/refused/unknown_variable": 1.9}
     monitor = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
     args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=5, grad_spike_floor=0.1, max_grad_norm=1.0,
-                           strict_health=True, health_patience=1)
+                           strict_health=True, health_patience=1, turn_cut_rise=0.1)
     monitor.on_log(args, SimpleNamespace(global_step=1), None, logs=logs)
     assert logs["health/no_valid_calls"] == 1.0
     said = [r.getMessage() for r in caplog.records if "no rollout made a tool call" in r.getMessage()]
@@ -179,7 +179,7 @@ def test_a_run_that_stays_at_the_jumped_gradient_norms_keeps_firing_and_stops():
     norms = [0.02, 0.041, 0.008, 0.043, 0.02, 0.019, 0.018, 0.542, 0.05, 0.021, 0.019, 0.033, 0.023, 0.052, 0.02,
              0.018, 0.025, 0.02, 0.017, 0.04, 0.023, 0.132, 0.059]  # steps 1 to 23, spike at step 8
     args = SimpleNamespace(grad_spike_factor=10.0, grad_spike_warmup=5, grad_spike_floor=0.1, max_grad_norm=1.0,
-                           strict_health=True, health_patience=3)
+                           strict_health=True, health_patience=3, turn_cut_rise=0.1)
     monitor = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
     history = []
     for step, norm in enumerate(norms + [0.592, 0.266, 0.223], start=1):
@@ -192,3 +192,48 @@ def test_a_run_that_stays_at_the_jumped_gradient_norms_keeps_firing_and_stops():
     resumed = HealthMonitorCallback(SimpleNamespace(is_reuse_pass=lambda: False))
     resumed.on_train_begin(None, SimpleNamespace(log_history=history), None)
     assert list(resumed.grad_norms) == list(monitor.grad_norms)
+
+
+# ---- turns that grow -------------------------------------------------------------------------------------------------
+def test_the_share_of_cut_turns_rising_above_its_median_is_lengthening():
+    def fires(cut, recent, **kwargs):
+        logs = {"loss": 0.1, "grad_norm": 0.3, "turns/count": 100.0, "turns/cut": cut}
+        return detect(logs, False, recent_cut_shares=recent, **kwargs)["health/turn_lengthening"]
+
+    calm = [0.0, 0.01, 0.0, 0.02, 0.0]
+    assert fires(12.0, calm) and not fires(9.0, calm)  # 0.12 >= 0 + 0.1; 0.09 is not
+    assert not fires(12.0, calm[:4])  # too few steps seen
+    assert not fires(12.0, calm, cut_rise=0.0)  # off
+    assert not fires(85.0, [0.8] * 5)  # high from the start (an untrained policy): no lengthening
+    assert not detect({"loss": 0.1, "grad_norm": 0.3}, False, recent_cut_shares=calm)["health/turn_lengthening"]
+
+
+def test_a_run_whose_turns_grow_stops_naming_max_turn_tokens_where_the_old_detectors_see_nothing(make_env_trainer,
+                                                                                                  tmp_path):
+    """Steps 1-5: every token may end the turn (EOS favoured), so turns are short and varied; from step 6 no turn can
+    end and each is cut at the limit, as a policy's that starts to run on. The detectors that existed before see
+    nothing; `health/turn_lengthening` fires on steps 6 and 7 and stops the run."""
+    trainer = make_env_trainer(max_turn_tokens=16, max_steps=12, health_patience=2, learning_rate=1e-4)
+    spec = trainer.turn_limits.spec
+
+    def hook(module, inputs, output):
+        out = output.clone()
+        if trainer.state.global_step < 5:
+            out[..., spec.stop_ids[0]] = out.logsumexp(dim=-1) - 1.0  # an EOS about one token in four
+        else:
+            out[..., list(spec.sampler_stops)] = -math.inf
+        return out
+
+    handle = trainer.model.get_output_embeddings().register_forward_hook(hook)
+    try:
+        with pytest.raises(RunHealthError, match=r"health/turn_lengthening fired for 2 consecutive steps \(up to step "
+                                                 r"7\).*max_turn_tokens"):
+            trainer.train()
+    finally:
+        handle.remove()
+    lines = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
+    assert [line["health/turn_lengthening"] for line in lines] == [0.0] * 5 + [1.0, 1.0]
+    assert [line["turns/cut"] == line["turns/count"] for line in lines] == [False] * 5 + [True, True]
+    old = ("health/zero_loss", "health/all_groups_zero_std", "health/ratio_pinned", "health/nonfinite_loss",
+           "health/grad_spike")
+    assert [name for name in old if any(line[name] for line in lines)] == []

@@ -1,5 +1,5 @@
 """The metric-name contract (training/step/metric_names.py) is what a run logs: a smoke run with every feature on carries every
-non-causal name in `metrics.jsonl`, and docs/architecture.md lists the same names."""
+non-causal name in `metrics.jsonl` (a tool run the turn names), and docs/architecture.md lists the same names."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.support.fake_cuda import fake_cuda
 from tests.support.tiny_trainer import length_reward
 from training.outputs.run_summary import read_metrics
 from training.step.gpu_memory import GpuMemoryCallback
-from training.step.metric_names import CONTRACT, contract
+from training.step.metric_names import CONTRACT, TOOL_RUN, contract
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,8 +30,16 @@ def test_a_run_with_every_feature_on_logs_the_whole_contract(make_trainer, monke
     trainer.add_callback(GpuMemoryCallback(trainer._metrics["train"], torch.device("cuda", 0)))
     trainer.train()
     logged = set().union(*(row for row in read_metrics(trainer.args.output_dir) if "loss" in row))
-    expected = set(CONTRACT)  # the generic names; a task's are its own tests' (test_causal_training_smoke)
+    # the generic names; a task's are its own tests' (test_causal_training_smoke), a tool run's the next test's
+    expected = {name for name, when in CONTRACT.items() if when != TOOL_RUN}
     assert sorted(expected - logged) == []
+
+
+def test_a_tool_run_logs_its_turn_names(make_env_trainer):
+    trainer = make_env_trainer(max_steps=1, strict_health=False)
+    trainer.train()
+    logged = set().union(*(row for row in read_metrics(trainer.args.output_dir) if "loss" in row))
+    assert sorted({name for name, when in CONTRACT.items() if when == TOOL_RUN} - logged) == []
 
 
 def test_the_architecture_doc_lists_the_contract():

@@ -23,6 +23,8 @@ class EpisodeSettings:
     max_completion_length: int = 256  # tokens of the whole completion: every turn and every tool reply
     max_iterations: int = sys.maxsize  # rounds of tool calls (TRL's max_tool_calling_iterations; None: unbounded)
     max_tool_calls: int = 4  # per episode; later calls are refused as too_many_turns
+    max_turn_tokens: int | None = None  # tokens a turn may sample; None: the default a run gets (turn_limits.py)
+    end_turn_at_call: bool = True  # a turn ends at its call's closing token, the template's tail appended
 
     def greedy(self, episodes_per_row: int = 1) -> EpisodeSettings:
         return replace(self, sampling=None, episodes_per_row=episodes_per_row)
@@ -38,7 +40,17 @@ class EpisodeSettings:
             max_completion_length=trainer.max_completion_length,
             max_iterations=trainer.max_tool_calling_iterations,
             max_tool_calls=trainer.args.max_tool_calls_per_episode,
+            **cls._trainer_turns(trainer),
         )
+
+    @staticmethod
+    def _trainer_turns(trainer) -> dict:
+        """How the trainer's sampler ends a turn: the strict trainer's turn limits (training/features/turn_limits.py);
+        plain TRL (`trainer: trl`, training/step/plain_trl.py) has none, its turns run to the episode's budget."""
+        limits = getattr(trainer, "turn_limits", None)
+        if limits is None or not limits.enabled:
+            return {"max_turn_tokens": trainer.max_completion_length, "end_turn_at_call": False}
+        return {"max_turn_tokens": limits.limit, "end_turn_at_call": limits.spec.call_close is not None}
 
     @classmethod
     def from_spec(cls, spec) -> EpisodeSettings:
@@ -51,5 +63,6 @@ class EpisodeSettings:
             max_completion_length=spec.max_new_tokens,
             max_iterations=sys.maxsize if iterations is None else int(iterations),
             max_tool_calls=spec.max_tool_calls,
+            max_turn_tokens=spec.max_turn_tokens, end_turn_at_call=spec.end_turn_at_call,
         )
         return settings.greedy() if spec.greedy else settings

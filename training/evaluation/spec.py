@@ -47,6 +47,8 @@ class EvalSpec:
     heldout_seed: int
     max_tool_calls: int
     max_tool_calling_iterations: int | None
+    max_turn_tokens: int | None = None  # None: the default a run gets (training/features/turn_limits.py)
+    end_turn_at_call: bool = True
     dtype: str | None = None
     greedy: bool = False              # one greedy episode per row instead of samples_per_prompt sampled ones
     extra: dict = field(default_factory=dict)
@@ -79,8 +81,17 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
         heldout_seed=int(train.get("seed", 0) if heldout_seed is None else heldout_seed),
         max_tool_calls=int(train.get("max_tool_calls_per_episode", 4)),
         max_tool_calling_iterations=train.get("max_tool_calling_iterations"),
+        **_turn_settings(train),
         dtype=model.get("dtype"),
     )
+
+
+def _turn_settings(train: dict) -> dict:
+    """How the run's turns ended. A run recorded before turns had a limit (no `end_turn_at_call` in its recipe) is
+    evaluated as it sampled: a turn ends at its end-of-turn token only, within the episode's budget."""
+    if "end_turn_at_call" not in train:
+        return {"max_turn_tokens": int(train.get("max_completion_length") or 256), "end_turn_at_call": False}
+    return {"max_turn_tokens": train.get("max_turn_tokens"), "end_turn_at_call": bool(train["end_turn_at_call"])}
 
 
 def spec_from_run(run_dir: str | Path, overrides: dict[str, str] | None = None) -> EvalSpec:

@@ -3,7 +3,9 @@
 Per episode: a fresh environment from the factory, reset with the row (`reset(env, row, sample)`, by default
 `env.reset(**row)` as TRL calls it); what reset returns (a string, or None) is appended to the row prompt's last
 message, as TRL appends it. The prompt is rendered once with the tools (the environment's public methods) and the
-trainer's chat template; then per round the model generates until EOS, the turn is parsed with TRL's
+trainer's chat template; then per round the model generates one turn, ended as the trainer's sampler ends it
+(training/tool_use/turn_end.py: at EOS, at its call's closing token with the template's tail appended, or at
+`max_turn_tokens`), the turn is parsed with TRL's
 `parse_response` behind the strict parser (training/tool_use/tool_calls.py), its calls run through `EpisodeTools`
 (schema checks, the per-episode call limit; refusals come back as tool errors), and the tool replies are appended as
 the template's suffix tokens (`tool_suffix_ids`: concatenation, no re-rendering, TRL's `_get_tool_suffix_ids`). An
@@ -38,6 +40,7 @@ from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_s
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
+from training.tool_use.turn_end import TurnEnd, resolved_limit, turn_end
 
 
 @dataclass
@@ -163,10 +166,21 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
     return played
 
 
-def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+def episode_turn_end(model, tokenizer, settings: EpisodeSettings) -> TurnEnd:
+    """How a turn ends in these episodes: the rule TRL's sampler follows under the strict trainer
+    (training/features/turn_limits.py), with the same end-of-turn tokens (the tokenizer's EOS first, then the model's
+    generation config's, as TRL lists them)."""
     eos_ids = model.generation_config.eos_token_id
-    eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [tokenizer.eos_token_id])
-    gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": eos_ids}
+    eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
+    stops = [tokenizer.eos_token_id, *eos_ids]
+    limit, _ = resolved_limit(settings.max_turn_tokens, settings.max_completion_length)
+    return turn_end(tokenizer, settings.chat_template, settings.template_kwargs, limit, stops,
+                    settings.end_turn_at_call)
+
+
+def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+    rule = episode_turn_end(model, tokenizer, settings)
+    gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": rule.sampler_stops}
     context, max_len = model.config.max_position_embeddings, settings.max_completion_length
     active = list(episodes)
     iteration = 0
@@ -182,11 +196,11 @@ def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSett
         draw = ({"do_sample": False} if settings.sampling is None
                 else seeded_sampling_kwargs(settings.sampling, [stream_seed(ep.seed, iteration) for ep in active]))
         out = model.generate(input_ids=ids.to(model.device), attention_mask=attention.to(model.device),
-                             max_new_tokens=max(room, 1), **gen, **draw)[:, width:].tolist()
+                             max_new_tokens=max(min(room, rule.limit), 1), **gen, **draw)[:, width:].tolist()
         still = []
         for ep, new in zip(active, out, strict=True):
-            cut = next((n + 1 for n, t in enumerate(new) if t in eos_ids), len(new))
-            new = new[: min(cut, max_len - len(ep.completion_ids))]
+            new, _ = rule.finish(new)  # at its first stop, its call's closing token (the tail appended) or the limit
+            new = new[: max_len - len(ep.completion_ids)]
             prefix = ep.prompt_ids + ep.completion_ids
             ep.completion_ids += new
             message = parse_response(tokenizer, new, prefix=prefix, tools=ep.tools) if new else {}

@@ -16,6 +16,9 @@ from training.run_setup.precision import check_environment as check_precision_en
 from training.run_setup.precision import resolved_bf16
 
 
+VOID_TURN_RULES = ("exclude", "credit")  # training/features/turn_limits.py
+
+
 class ConfigError(BadInputError):
     """A configuration value out of its range; the message names the key, the value and what is expected."""
 
@@ -301,6 +304,45 @@ class StrictGRPOConfig(GRPOConfig):
         },
     )
 
+    # ---- turns of a tool run (training/tool_use/turn_end.py, training/features/turn_limits.py) ----
+    max_turn_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Tokens one model turn of a tool run may sample (every turn, in training on the transformers "
+            "sampler and vLLM, and in the held-out tool loop alike); a turn that reaches it is cut (`turns/cut`). "
+            "The episode's budget `max_completion_length` still holds (above it, the budget is the limit). None: "
+            "min(256, max_completion_length // 2). The limit in force is logged at start. Set it to fit the task's longest well-formed turn; a run without "
+            "tools refuses it.",
+        },
+    )
+    end_turn_at_call: bool = field(
+        default=True,
+        metadata={
+            "help": "A tool run's turn ends at its call's closing token (`</tool_call>`, which must be one token): "
+            "the sampler stops there and the chat template's tail (`<|im_end|>`) is appended unsampled and kept out "
+            "of the loss, so a well-formed turn never depends on sampling its end-of-turn token, and a turn holds "
+            "one call. False: a turn ends only at its end-of-turn token (TRL's behaviour; several calls a turn).",
+        },
+    )
+    void_turn_rule: str = field(
+        default="exclude",
+        metadata={
+            "help": "What the loss does with an episode that has a void turn (cut by `max_turn_tokens` or the "
+            "episode's budget, or ending in an unclosed call; `turns/void`): 'exclude' (SimpleTIR) keeps the "
+            "episode out of the loss (its reward still counts in its group's baseline); 'credit' keeps it in, each "
+            "turn with its advantage (the episode's, or call_credit's own-reward rule).",
+            "choices": ["exclude", "credit"],
+        },
+    )
+    turn_cut_rise: float = field(
+        default=0.1,
+        metadata={
+            "help": "`health/turn_lengthening` fires when a step's share of turns cut at `max_turn_tokens` is at "
+            "least this much above its median over the recent steps (training/step/health.py): the policy's turns "
+            "are running on. 0 disables it.",
+        },
+    )
+
     def __post_init__(self):
         self.validate()
         on_cpu = self.use_cpu or os.environ.get("ACCELERATE_USE_CPU", "false").lower() in ("1", "true", "yes")
@@ -371,6 +413,11 @@ class StrictGRPOConfig(GRPOConfig):
             raise ConfigError(f"call_credit=true sets the advantages per call, advantage_estimator="
                               f"{self.advantage_estimator!r} sets them from a value head: choose one (call_credit "
                               "with advantage_estimator='grpo')")
+        if self.max_turn_tokens is not None:
+            check_int("max_turn_tokens", self.max_turn_tokens, 1)
+        if self.void_turn_rule not in VOID_TURN_RULES:
+            raise ConfigError(f"void_turn_rule={self.void_turn_rule!r} is not one of {list(VOID_TURN_RULES)}")
+        check_range("turn_cut_rise", self.turn_cut_rise, "0 (off) or a number in (0, 1]", lambda v: 0 <= v <= 1)
         if self.max_wall_time_s is not None:
             check_range("max_wall_time_s", self.max_wall_time_s, "a number > 0, or None", lambda v: v > 0)
 

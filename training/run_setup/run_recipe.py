@@ -47,6 +47,7 @@ FREE = frozenset({
     "dataloader_persistent_workers", "dataloader_prefetch_factor", "skip_memory_metrics", "ddp_timeout",
     "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
     "logp_check_steps", "logp_diff_warn_threshold",  # a diagnostic's cadence and threshold (training/step/sampler_gap.py)
+    "turn_cut_rise",  # a health detector's threshold (training/step/health.py)
 })  # fmt: skip
 # How this attempt was asked for, not what it trains: never compared.
 NOT_COMPARED = frozenset({"resume_from_checkpoint", "accept_recipe_changes", "overwrite_output_dir", "local_rank"})

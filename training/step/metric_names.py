@@ -8,6 +8,8 @@ Renaming one is a breaking change: add the new name beside the old one first.
 
 from __future__ import annotations
 
+TOOL_RUN = "a tool run, on steps that sample a generation batch"
+
 # name -> when it is logged ("always" = every training-step log)
 CONTRACT: dict[str, str] = {
     # TRL's own
@@ -57,6 +59,10 @@ CONTRACT: dict[str, str] = {
     "health/nonfinite_loss": "always",
     "health/grad_spike": "always",
     "health/no_valid_calls": "always (fires only where the environment logs tools/valid_calls)",
+    "health/turn_lengthening": "always (fires only in a tool run, on steps that sample)",
+    # turns of a tool run (training/features/turn_limits.py)
+    **{name: TOOL_RUN for name in ("turns/count", "turns/cut", "turns/void", "turns/void_episodes",
+                                   "turns/mean_tokens", "turns/max_tokens", "turns/limit")},
 }
 
 TASK_METRICS: dict[str, str] = {}  # name -> when, registered by the tasks

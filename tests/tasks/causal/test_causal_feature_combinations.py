@@ -27,6 +27,9 @@ CELLS = [
     (False, "hybrid", True, True, 2),
     (True, "call_credit", True, True, 2),
 ]
+# the untrained tiny model's own turns are void (no call, rarely an EOS): under the default `exclude` its on-policy
+# rows would leave the loss (training/features/turn_limits.py); these cells test the features beside them
+UNTRAINED = "credit"
 CAUSAL_REWARDS = [f"rewards/{name}/mean" for name in ("optimization", "structure", "parent", "exploration")]
 
 
@@ -34,7 +37,7 @@ def train_cell(output_dir: str, model: str, dynamic, estimator, forcing, sync, i
     credit = estimator == "call_credit"
     settings = cell_settings(dynamic, "grpo" if credit else estimator, sync, iterations)
     trainer = build_sampled_causal_trainer(output_dir, model, cell_flags(forcing), max_steps=2, call_credit=credit,
-                                           **settings)
+                                           void_turn_rule=UNTRAINED, **settings)
     trainer.train()
     return training_logs(output_dir)
 
@@ -66,7 +69,7 @@ def test_a_configured_surrogate_trains_with_every_feature_and_is_evaluated_throu
     trainer = build_sampled_causal_trainer(str(tmp_path), causal_model_dir, cell_flags(True), max_steps=2,
                                            heldout_rows=causal_rows(2), heldout_samples_per_prompt=1,
                                            environment_factory=make_causal_env("additive"),
-                                           **cell_settings(True, "gae", True, 2))
+                                           void_turn_rule=UNTRAINED, **cell_settings(True, "gae", True, 2))
     trainer.train()
     logs = training_logs(str(tmp_path))
     check_cell(logs, *cell)
