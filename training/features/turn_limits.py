@@ -38,7 +38,6 @@ from training.tool_use.turn_end import (TurnEnd, TurnEndError, TurnRecord, compl
 logger = logging.getLogger(__name__)
 
 
-
 class TurnLimitError(BadInputError):
     """A turn-limit setting that cannot apply to this run; the message names the field."""
 
