@@ -170,8 +170,8 @@ def prepare(recipe: Recipe) -> RunInputs:
     )  # fmt: skip
     check_lora_targets(model_args, model_path)
     return RunInputs(
-        recipe.argv, recipe.config, script_args, training_args, model_args, flags, push, resume, train_dataset, heldout_rows, env_factory,
-        reward_funcs, model_path,
+        recipe.argv, recipe.config, script_args, training_args, model_args, flags, push, resume, train_dataset,
+        heldout_rows, env_factory, reward_funcs, model_path,
     )  # fmt: skip
 
 

@@ -311,8 +311,8 @@ class StrictGRPOConfig(GRPOConfig):
             "help": "Tokens one model turn of a tool run may sample (every turn, in training on the transformers "
             "sampler and vLLM, and in the held-out tool loop alike); a turn that reaches it is cut (`turns/cut`). "
             "The episode's budget `max_completion_length` still holds (above it, the budget is the limit). None: "
-            "min(256, max_completion_length // 2). The limit in force is logged at start. Set it to fit the task's longest well-formed turn; a run without "
-            "tools refuses it.",
+            "min(256, max_completion_length // 2). The limit in force is logged at start. Set it to fit the task's "
+            "longest well-formed turn; a run without tools refuses it.",
         },
     )
     end_turn_at_call: bool = field(

@@ -33,7 +33,8 @@ goal "max" and g(y) = -y for "min":
   posterior predictive: the expected information gain of Bayesian experimental design, which the greedy EIG
   expert maximises; `ExactSurrogate.expected_gain`). Not the realised drop H(before) - H(after): the policy
   chooses the call, not the noise of its one row, and the realised drop is mostly that noise
-  (`benchmarks/structure_reward_signal.py`, docs/results/causal.md §6.1). An expected gain is >= 0 but for Monte-Carlo error.
+  (`benchmarks/structure_reward_signal.py`, docs/results/causal.md §6.1). An expected gain is >= 0 but for
+  Monte-Carlo error.
   Its draws are keyed by (environment seed, call index), so a group's rollouts making the same call are credited
   alike. The g-prior scores depend on the data only through R^2 (`training.tasks.causal.surrogates.linear_scores`) and the draws are made
   in standardised units, so r does not change when a variable is rescaled. A frozen or no-op surrogate gains 0.
