@@ -48,7 +48,9 @@ def test_a_turn_that_would_run_on_is_cut_at_the_limit_in_a_step_and_in_the_heldo
         played = play_episodes(trainer.model, trainer.processing_class, workspace_rows[:2], WorkspaceEnv, settings)
     finally:
         handle.remove()
-    # training: one turn per episode (no call), cut at 10 tokens, not at the budget
+    # training: the sampler itself stops at the limit (no token past it is generated, then thrown away) ...
+    assert trainer.generation_config.max_new_tokens == trainer.generation_kwargs["max_new_tokens"] == 10
+    # ... and one turn per episode (no call), cut at 10 tokens, not at the budget
     assert batch["completion_mask"].sum(dim=1).tolist() == [10] * 4
     metrics = trainer._metrics["train"]
     assert metrics["turns/cut"][-1] == metrics["turns/count"][-1] == 4.0
