@@ -19,8 +19,6 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from training.evaluation.pairing_seeds import stream_seed  # noqa: F401 (the seed rule's; tool_loop imports it here)
-
 
 class GumbelNoise(LogitsProcessor):
     """Adds Gumbel noise from row b's own generator to row b's scores (see the module docstring)."""

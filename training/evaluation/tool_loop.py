@@ -36,7 +36,8 @@ from trl.chat_template_utils import (
 )
 
 from training.evaluation.episode_settings import EpisodeSettings
-from training.evaluation.episode_streams import seeded_sampling_kwargs, stream_seed
+from training.evaluation.episode_streams import seeded_sampling_kwargs
+from training.evaluation.pairing_seeds import stream_seed
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
