@@ -200,7 +200,8 @@ def _lookahead_case(seed: int):
 def test_the_options_lookahead_equals_brute_force_over_every_dag(seed, monkeypatch):
     sur, rows, mask = _lookahead_case(seed)
     fast = sur.what_if_rows(rows, mask)
-    assert np.array_equal(fast, sur.what_if_many([(r[None], m[None]) for r, m in zip(rows, mask)]))
+    np.testing.assert_allclose(fast, sur.what_if_many([(r[None], m[None]) for r, m in zip(rows, mask)]), rtol=0,
+                               atol=1e-12)  # two batchings of the same sums: equal up to BLAS rounding
     monkeypatch.setattr(share_module, "NESTED", False)  # every R^2 by np.linalg.solve
     count, mean, m2 = merge_single_rows(sur.stats, rows, mask)
     log_beta = log_local_scores(count, mean, m2, sur.max_parents)
