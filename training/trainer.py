@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,6 +72,7 @@ from training.step.health import HealthMonitorCallback
 from training.step.gradient_weight import log_gradient_weight
 from training.step.precision_probe import PrecisionProbe
 from training.step.sampler_gap import gap_plan, run_precision, sampler_name
+from training.tool_use.turn_cache import TurnCache
 
 FEATURE_STATE_FILE = run_files.FEATURE_STATE
 
@@ -238,7 +240,10 @@ class StrictGRPOTrainer(GRPOTrainer):
                                                                                     self.call_credit.clock)
                 if self._round is not None:
                     self._round.episode_tools = episode_tools
-            result = super()._generate(prompts)
+            with self._turn_cache() as cache:
+                result = super()._generate(prompts)
+            if cache is not None and cache.reused_share is not None:
+                metrics["turns/cache_reused"].append(cache.reused_share)
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
             if self.turn_limits.enabled:
@@ -251,6 +256,13 @@ class StrictGRPOTrainer(GRPOTrainer):
         if self._round is not None:
             self._round.sampling_logps = result[4]
         return result
+
+    def _turn_cache(self):
+        """The tool loop's turns reuse the KV cache of the turns before them (training/tool_use/turn_cache.py), on the
+        transformers sampler; vLLM keeps its own prefix cache."""
+        if not self.tools or self.use_vllm or self.use_transformers_continuous_batching:
+            return nullcontext()
+        return TurnCache(self._tokenizer.pad_token_id).active(self.accelerator.unwrap_model(self.model_wrapped))
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if not self._built_here():

@@ -13,23 +13,24 @@ from contextlib import contextmanager
 
 import torch
 
+from training.algorithms.generate_wrap import wrapped_generate
+
 
 @contextmanager
 def recording_generate(model, sink: list) -> Iterator[None]:
     """Make `model.generate` also return its raw per-step logits: each call appends its output to `sink` and
     returns only the sequences, so callers that expect a tensor are unchanged."""
-    original = model.generate
 
-    def generate(*args, **kwargs):
-        output = original(*args, **kwargs, output_logits=True, return_dict_in_generate=True)
-        sink.append(output)
-        return output.sequences
+    def wrap(original):
+        def generate(*args, **kwargs):
+            output = original(*args, **kwargs, output_logits=True, return_dict_in_generate=True)
+            sink.append(output)
+            return output.sequences
 
-    model.generate = generate
-    try:
+        return generate
+
+    with wrapped_generate(model, wrap):
         yield
-    finally:
-        del model.generate  # the instance attribute goes; the class method shows through again
 
 
 def sampled_token_logprobs(

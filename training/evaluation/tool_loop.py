@@ -42,6 +42,7 @@ from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 from training.tool_use.turn_end import TurnEnd, resolved_limit, turn_end
+from training.tool_use.turn_cache import TurnCache
 
 
 @dataclass
@@ -180,6 +181,11 @@ def episode_turn_end(model, tokenizer, settings: EpisodeSettings) -> TurnEnd:
 
 
 def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+    with TurnCache(tokenizer.pad_token_id).active(model):  # each turn runs only its new tokens (turn_cache.py)
+        _play_turns(model, tokenizer, episodes, settings)
+
+
+def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
     rule = episode_turn_end(model, tokenizer, settings)
     gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": rule.sampler_stops}
     context, max_len = model.config.max_position_embeddings, settings.max_completion_length

@@ -9,6 +9,7 @@ Renaming one is a breaking change: add the new name beside the old one first.
 from __future__ import annotations
 
 TOOL_RUN = "a tool run, on steps that sample a generation batch"
+TOOL_RUN_TRANSFORMERS = "a tool run on the transformers sampler, on steps that sample a generation batch"
 
 # name -> when it is logged ("always" = every training-step log)
 CONTRACT: dict[str, str] = {
@@ -63,6 +64,9 @@ CONTRACT: dict[str, str] = {
     # turns of a tool run (training/features/turn_limits.py)
     **{name: TOOL_RUN for name in ("turns/count", "turns/cut", "turns/void", "turns/void_episodes",
                                    "turns/mean_tokens", "turns/max_tokens", "turns/limit")},
+    # the share of a tool loop's context tokens served from the earlier turns' KV cache (training/tool_use/turn_cache.py;
+    # transformers sampler only: vLLM keeps its own prefix cache)
+    "turns/cache_reused": TOOL_RUN_TRANSFORMERS,
 }
 
 TASK_METRICS: dict[str, str] = {}  # name -> when, registered by the tasks
