@@ -63,14 +63,15 @@ def test_a_turn_that_would_run_on_is_cut_at_the_limit_in_a_step_and_in_the_heldo
 def test_the_void_turn_rule_keeps_void_episodes_out_of_the_loss_of_a_step(make_env_trainer, workspace_rows,
                                                                           tmp_path):
     """Rows 0 and 2 answer at once (EOS forced: a well-formed turn); rows 1 and 3 cannot end and are cut at the limit
-    (void). Under `exclude` the void rows have no token in the loss and the loss is the well-formed rows' alone; under
+    (void). Under `exclude` the void rows have no token in the loss, the loss is the well-formed rows' alone, divided
+by all 18 sampled tokens (a mostly void batch takes a small step); under
     `credit` (the rule off) they stay in and the loss differs."""
     def rule(logits):
         eos = trainer.turn_limits.spec.stop_ids[0]
         logits[0::2, ..., eos] = 1e4
         logits[1::2, ..., list(trainer.turn_limits.spec.sampler_stops)] = -math.inf
 
-    losses, masks = {}, {}
+    losses, masks, normalisers = {}, {}, {}
     for void_rule in ("exclude", "credit"):
         trainer = make_env_trainer(max_turn_tokens=8, void_turn_rule=void_rule, output_dir=str(tmp_path / void_rule))
         trainer.current_gradient_accumulation_steps = 1  # set by Trainer's training loop, not run here
@@ -78,12 +79,15 @@ def test_the_void_turn_rule_keeps_void_episodes_out_of_the_loss_of_a_step(make_e
         try:
             batch = generation_batch(trainer, workspace_rows[:2])
             masks[void_rule] = loss_mask(batch).sum(dim=1).tolist()
+            normalisers[void_rule] = int(batch["num_items_in_batch"])
             losses[void_rule] = trainer._compute_loss(trainer.model, batch).item()
         finally:
             handle.remove()
         assert trainer._metrics["train"]["turns/void_episodes"][-1] == 2.0
     assert masks["exclude"] == [1, 0, 1, 0]  # the answers' one token each; the void rows out
     assert masks["credit"] == [1, 8, 1, 8]
+    # the void rows' tokens stay in the normaliser: the kept rows' step is 2/18 of a whole step, not all of it
+    assert normalisers == {"exclude": 18, "credit": 18}
     assert math.isfinite(losses["exclude"]) and losses["exclude"] != pytest.approx(losses["credit"])
 
 

@@ -68,6 +68,8 @@ OPTIONAL = {
 FEATURE_KEYS = {
     "forced": KeySpec(("B",), "any"),  # bool per sample: its first turn was forced (features/forcing.py)
     "forced_sft_mask": KeySpec(("B", "C"), "int"),  # forced tokens for the optional supervised term
+    "void_tokens": KeySpec(("B",), "int"),  # sampled tokens `void_turn_rule: exclude` kept out of the loss but not
+                                            # out of its normaliser (features/turn_limits.py; `loss_tokens`)
     "sequence_rewards": KeySpec(("B",), "float"),  # weighted reward per completion; NaN = unscorable
     "group_ids": KeySpec(("B",), "int"),  # which prompt's group each completion belongs to (global numbering)
     "old_values": KeySpec(("B", "C"), "float"),  # value estimates at the first visit (features/value_head.py)
@@ -82,6 +84,14 @@ def loss_mask(batch: dict) -> torch.Tensor:
     reads."""
     mask = batch["completion_mask"]
     return mask * batch["tool_mask"] if "tool_mask" in batch else mask
+
+
+def loss_tokens(batch: dict) -> torch.Tensor:
+    """The token count the loss divides by (`num_items_in_batch`, this process's part): the loss mask's tokens plus
+    the void episodes' that `void_turn_rule: exclude` kept out, so that a batch of mostly void episodes takes a step
+    in proportion to what it kept, not a whole step on its few kept episodes."""
+    kept = loss_mask(batch).sum()
+    return kept + batch["void_tokens"].sum() if "void_tokens" in batch else kept
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 from trl.trainer.utils import nanstd
 
-from training.algorithms.trajectory import loss_mask
+from training.algorithms.trajectory import loss_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class DynamicSampling:
         output = select_rows(parts, pad_token_id)
         start = self.process_index * len(inputs)
         output["group_ids"] = torch.arange(start, start + len(inputs), device=output["group_ids"].device) // g
-        output["num_items_in_batch"] = accelerator.gather(loss_mask(output).sum()).sum()
+        output["num_items_in_batch"] = accelerator.gather(loss_tokens(output)).sum()
         return output
 
     def _draw_topup_inputs(self, num_groups: int) -> list[dict]:

@@ -22,7 +22,7 @@ import random
 import torch
 from trl.trainer.utils import pad
 
-from training.algorithms.trajectory import loss_mask
+from training.algorithms.trajectory import loss_mask, loss_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class Forcing:
                 batch["forced_sft_mask"] = forced_prefix_mask(plan, batch["completion_mask"]) * tool_mask
             batch["tool_mask"] = tool_mask * (~forced).unsqueeze(1).to(tool_mask.dtype)
             # TRL normalised by the tokens of the whole batch; the loss now covers only the on-policy ones.
-            batch["num_items_in_batch"] = accelerator.gather(loss_mask(batch).sum()).sum()
+            batch["num_items_in_batch"] = accelerator.gather(loss_tokens(batch)).sum()
         elif self.sft_coef > 0:
             batch["forced_sft_mask"] = torch.zeros_like(batch["completion_mask"])
         metrics["forced/assist_fraction"].append(accelerator.gather(forced.float()).mean().item())

@@ -139,17 +139,19 @@ class TurnLimits:
         metrics["turns/limit"].append(float(self.spec.limit))
 
     def exclude_void(self, batch: dict, void: list[bool] | None, accelerator) -> None:
-        """`void_turn_rule: exclude`: the rollouts with a void turn leave the loss (`tool_mask` 0), and the loss's
-        token count is recounted. In place."""
-        if not self.enabled or self.rule != "exclude" or void is None or not any(void):
+        """`void_turn_rule: exclude`: the rollouts with a void turn leave the loss (`tool_mask` 0); their tokens
+        stay in the loss's normaliser (`void_tokens`, `trajectory.loss_tokens`), so a mostly void batch takes a small
+        step. In place."""
+        if not self.enabled or self.rule != "exclude" or void is None:
             return
         if len(void) != batch["completion_ids"].size(0):
             raise RuntimeError(f"void turns known for {len(void)} rollouts, the batch has "
                                f"{batch['completion_ids'].size(0)}")
         keep = torch.tensor([not v for v in void], device=batch["completion_ids"].device)
-        tool_mask = batch.get("tool_mask", torch.ones_like(batch["completion_mask"]))
-        batch["tool_mask"] = tool_mask * keep.unsqueeze(1).to(tool_mask.dtype)
-        batch["num_items_in_batch"] = accelerator.gather(loss_mask(batch).sum()).sum()
+        batch["void_tokens"] = loss_mask(batch).sum(dim=1) * (~keep).to(torch.long)
+        if any(void):
+            tool_mask = batch.get("tool_mask", torch.ones_like(batch["completion_mask"]))
+            batch["tool_mask"] = tool_mask * keep.unsqueeze(1).to(tool_mask.dtype)
 
 
 def appended_masked(completion_ids: list[int], tool_mask: list[int], spec: TurnEnd) -> list[int]:

@@ -329,7 +329,8 @@ class StrictGRPOConfig(GRPOConfig):
         metadata={
             "help": "What the loss does with an episode that has a void turn (cut by `max_turn_tokens` or the "
             "episode's budget, or ending in an unclosed call; `turns/void`): 'exclude' (SimpleTIR) keeps the "
-            "episode out of the loss (its reward still counts in its group's baseline); 'credit' keeps it in, each "
+            "episode out of the loss (its reward still counts in its group's baseline, its tokens in the loss's "
+            "normaliser, so a mostly void batch takes a small step); 'credit' keeps it in, each "
             "turn with its advantage (the episode's, or call_credit's own-reward rule).",
             "choices": ["exclude", "credit"],
         },

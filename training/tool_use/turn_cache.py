@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from functools import partial
 
 import torch
+from transformers import GenerationMixin
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from training.algorithms.generate_wrap import wrapped_generate
@@ -52,6 +53,10 @@ class TurnCache:
     @contextmanager
     def active(self, model) -> Iterator[TurnCache]:
         """Wrap `model.generate` for one tool loop."""
+
+        if not _transformers_generate(model):  # a scripted stand-in (tests) generates as it likes
+            yield self
+            return
 
         def wrap(original):
             return partial(self._generate, original)
@@ -129,6 +134,11 @@ class TurnCache:
         if cache.get_seq_length() != self.tokens.size(1):
             raise RuntimeError(f"the turn cache holds {cache.get_seq_length()} positions, expected "
                                f"{self.tokens.size(1)} (fed {fed_ids.size(1)} + generated {generated.size(1)} - 1)")
+
+
+def _transformers_generate(model) -> bool:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under PEFT
+    return isinstance(base, GenerationMixin)
 
 
 def _positional(cache) -> bool:

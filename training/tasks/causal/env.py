@@ -52,6 +52,7 @@ from training.tasks.causal.belief import Belief, belief_rng
 from training.tasks.causal.reward_components import step_rewards
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
+from training.tasks.causal.shared_work import SHARED
 from training.tasks.causal.structure_metrics import parent_f1
 from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
 from training.tasks.causal.surrogates.subsets import parent_bound
@@ -292,6 +293,7 @@ class CausalEnv:
         self._last_posterior: ParentPosterior | None = None
         self._last_entropy: float | None = None
         self._belief: Belief | None = None
+        self._state: tuple = ()  # what this episode's state is a function of (shared_work.py)
 
     @property
     def record(self) -> EpisodeRecord | None:
@@ -327,6 +329,7 @@ class CausalEnv:
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._rng = generator(seed)  # the seed rule: training.evaluation.pairing_seeds
         self._seed = int(seed)
+        self._state = (type(self).surrogate_kind, type(self).active, scm_json, self._seed, budget, initial, max_parents)
         self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, max_parents)
         rows = self.scm.sample(initial, self._rng)
         if initial:  # frozen too: the ablation holds the belief still, it does not take it away
@@ -427,6 +430,7 @@ class CausalEnv:
         self._record.steps.append(step)
         step.regret = self._record.regret
         self._learn(step)
+        self._state = (*self._state, intervention or tool)
         step.outcome = text = f"{text}\n{self._read_belief()}"
         return text
 
@@ -449,8 +453,9 @@ class CausalEnv:
     def _read_belief(self) -> str:
         """The options after the surrogate's current belief (`training.tasks.causal.belief`), the reply's last line,
         kept as `belief`."""
-        self._belief = Belief.of(self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates),
-                                 budget=self._record.budget, made=tuple(self._record.interventions))
+        self._belief = SHARED.get(("belief", self._state), lambda: Belief.of(
+            self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates), budget=self._record.budget,
+            made=tuple(self._record.interventions)))
         return self._belief.line()
 
     def _look_ahead(self, step: StepRecord) -> None:
@@ -463,9 +468,11 @@ class CausalEnv:
         expected_gain = getattr(self._surrogate, "expected_gain", None)
         if expected_gain is None:
             return
-        rng = generator(self._seed, step.call_index, LOOKAHEAD_SEED_KEY)
         do = None if step.intervention is None else (self.scm.index[step.intervention[0]], step.intervention[1])
-        step.expected_info_gain = expected_gain(do, step.mask, LOOKAHEAD_DRAWS, rng)
+        step.expected_info_gain = SHARED.get(
+            ("lookahead", self._state, step.call_index, step.intervention or step.tool),
+            lambda: expected_gain(do, step.mask, LOOKAHEAD_DRAWS, generator(self._seed, step.call_index,
+                                                                             LOOKAHEAD_SEED_KEY)))
 
     def _settle(self, step: StepRecord) -> None:
         """Record what the surrogate's update with `step.rows` did (after it; frozen: that nothing moved)."""
