@@ -52,6 +52,13 @@ def test_a_task_module_must_register_exactly_the_task_it_is_listed_as(fresh_regi
         tasks.load_tasks()
 
 
+def test_an_entry_point_to_a_missing_module_asks_for_a_reinstall(fresh_registry):
+    fresh_registry(("causal", "training.tasks.causal.registration"))  # the name before the Task registry
+    with pytest.raises(RuntimeError, match=r"training.tasks.causal.registration .*does not exist: the package's "
+                                           r"metadata is stale; reinstall it \(pip install -e .\)"):
+        tasks.load_tasks()
+
+
 def test_no_entry_point_is_refused_naming_the_group(fresh_registry):
     fresh_registry()
     with pytest.raises(RuntimeError, match="strict_grpo.tasks"):

@@ -85,7 +85,13 @@ def load_tasks() -> None:
         )
     for ep in found:
         before = set(_TASKS)
-        importlib.import_module(ep.value)
+        try:
+            importlib.import_module(ep.value)
+        except ModuleNotFoundError as err:
+            if err.name is None or not ep.value.startswith(err.name):
+                raise  # the task module itself exists; something it imports is missing
+            raise RuntimeError(f"task module {ep.value} (entry point {ep.name!r} of {ENTRY_POINT_GROUP!r}) does not "
+                               "exist: the package's metadata is stale; reinstall it (pip install -e .)") from None
         added = sorted(set(_TASKS) - before)
         if added != [ep.name] and not (added == [] and ep.name in before):
             raise RuntimeError(f"task module {ep.value} (entry point {ep.name!r} of {ENTRY_POINT_GROUP!r}) "
