@@ -88,7 +88,7 @@ def load_tasks() -> None:
         try:
             importlib.import_module(ep.value)
         except ModuleNotFoundError as err:
-            if err.name is None or not ep.value.startswith(err.name):
+            if err.name is None or not (ep.value == err.name or ep.value.startswith(err.name + ".")):
                 raise  # the task module itself exists; something it imports is missing
             raise RuntimeError(f"task module {ep.value} (entry point {ep.name!r} of {ENTRY_POINT_GROUP!r}) does not "
                                "exist: the package's metadata is stale; reinstall it (pip install -e .)") from None
