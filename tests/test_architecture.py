@@ -154,7 +154,8 @@ def test_no_library_module_imports_an_entry_point_command():
 
 
 def test_generic_code_never_imports_a_task():
-    """Tasks plug in through `training.run_setup.task_plugins` (entry points), never by being imported."""
+    """Tasks plug in through the one task registry, `training.run_setup.tasks` (entry points), never by being
+    imported."""
     offenders = {
         name: sorted(t for t in targets if t.startswith("training.tasks."))
         for name, targets in _import_graph().items() if not name.startswith("training.tasks")
@@ -174,10 +175,48 @@ def test_training_has_few_top_level_modules_and_no_two_modules_share_a_name():
     assert {n: ps for n, ps in shared.items() if any(p.parent.parent != TASKS for p in ps)} == {}
 
 
-def test_every_task_folder_registers_through_the_entry_points():
+def test_every_task_folder_is_one_entry_point_whose_task_module_registers_one_task():
+    """Each folder under training/tasks/ is listed in `strict_grpo.tasks` under its name, as its `task.py`, and that
+    module registers the one `Task` of that name (`load_tasks` refuses anything else)."""
     import tomllib
 
-    registered = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["strict_grpo.tasks"]
-    for name, module in registered.items():
-        assert (ROOT / Path(*module.split("."))).with_suffix(".py").exists(), (name, module)
-        assert module.startswith(f"training.tasks.{name}."), (name, module)
+    from training.run_setup import tasks
+
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    folders = sorted(p.name for p in TASKS.iterdir() if (p / "__init__.py").exists())
+    assert groups["strict_grpo.tasks"] == {name: f"training.tasks.{name}.task" for name in folders}
+    assert [task.name for task in tasks.all()] == folders
+    assert set(groups) == {"strict_grpo.tasks"}  # one group: reward names, tiny models, ... come with each Task
+
+
+def _calls_to(tree: ast.AST, names: set[str]) -> list[str]:
+    return [ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) in names]
+
+
+def test_a_task_registers_exactly_one_task_and_nothing_else_into_generic_registries():
+    """The one registration a task makes is `register(Task(...))`, once, in its `task.py`; no other module calls the
+    task registry's `register`, and no task module imports another generic registry's `register*` (a task's reward
+    names, tiny models, tokenizer words, evaluation and metric names are fields of its `Task`). A task's own
+    registries inside its folder (the causal surrogates and scripted policies) are its business."""
+    generic_registers = {}
+    for path in (ROOT / "training").rglob("*.py"):
+        if TASKS in path.parents:
+            continue
+        tree = ast.parse(path.read_text())
+        generic_registers[_module_name(path)] = {
+            n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("register")}
+    assert generic_registers["training.run_setup.tasks"] == {"register"}
+    for path in sorted((ROOT / "training").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    for alias in node.names if node.module}
+        foreign = {(m, n) for m, n in imported if n in generic_registers.get(m, ())}
+        if path.name == "task.py" and path.parent.parent == TASKS:
+            assert foreign == {("training.run_setup.tasks", "register")}, path
+            registrations = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == "register"]
+            assert [ast.unparse(c.args[0].func) for c in registrations] == ["Task"], path
+        elif TASKS in path.parents:
+            assert foreign == set(), (path, foreign)
+        else:  # generic code registers no task
+            assert ("training.run_setup.tasks", "register") not in foreign, path
+            assert not _calls_to(tree, {"tasks.register"}), path

@@ -12,7 +12,7 @@ Writes `DIR/eval.jsonl` (one episode per line: episode id = (row, sample), its s
 success) and `DIR/eval_summary.json` (n, mean, std, t-based 95% CI, success rate, unscorable count, and what was
 evaluated how). Episodes are paired: under the same `--heldout_seed` (default: the run's `heldout_seed`, 0 unless
 set; a run recorded before that default, its `seed`) every model sees the same prompts and the same random numbers,
-so `python -m training.compare` can match them. The task comes from the recipe (training/evaluation/task_registry.py)
+so `python -m training.compare` can match them. The task comes from the recipe (training/evaluation/eval_tasks.py)
 or `--task`; it plays the episodes exactly as the held-out evaluation during training does, and may declare options
 of its own (listed under its name in `--help`).
 """
@@ -35,16 +35,15 @@ from training.evaluation.spec import (
     spec_from_recipe,
     spec_from_run,
 )
-from training.evaluation.task_registry import TASKS, resolve_task
+from training.evaluation.eval_tasks import evaluation_tasks, resolve_task
 from training.outputs import run_files
-from training.run_setup.task_plugins import load_tasks
 
 logger = logging.getLogger("training.evaluate")
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, list[str]]]:
     """The parsed arguments, and the options each task declared (task name -> option names)."""
-    load_tasks()
+    known = evaluation_tasks()
     parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", nargs="?", help="a finished run (its run_summary.json names recipe settings, "
                         "base model and adapter)")
@@ -58,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     parser.add_argument("--adapter", help="a LoRA adapter directory (a run or checkpoint-N); 'none' for the base "
                         "model alone")
     parser.add_argument("--baseline", help="a non-model baseline policy of the task instead of a model")
-    parser.add_argument("--task", help=f"evaluation task (default: from the recipe); one of {sorted(TASKS)}")
+    parser.add_argument("--task", help=f"evaluation task (default: from the recipe); one of {sorted(known)}")
     parser.add_argument("--out", help="output directory for eval.jsonl and eval_summary.json")
     parser.add_argument("--heldout_seed", type=int, help="episode seed base (default: the run's heldout_seed)")
     parser.add_argument("--samples-per-prompt", type=int, help="sampled episodes per held-out row (with --greedy: "
@@ -69,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     parser.add_argument("--build-only", action="store_true", help="build the recipe's base model (tiny model, warm "
                         "start) into the cache and stop: what a workflow does once before runs start in parallel")
     task_options = {}
-    for task in sorted(TASKS.values(), key=lambda t: t.name):
+    for task in sorted(known.values(), key=lambda t: t.name):
         if task.options is not None:
             group = parser.add_argument_group(f"options of the {task.name} task")
             task.options(group)
@@ -149,8 +148,8 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     if (out / run_files.EVAL).exists() and not args.overwrite:
         raise EvalSpecError(f"--out: {out} already holds an eval.jsonl; pass --overwrite or another --out")
-    if args.task is not None and args.task not in TASKS:  # before any model is built
-        raise EvalSpecError(f"--task {args.task!r} is not a known task; known: {sorted(TASKS)}")
+    if args.task is not None and args.task not in (known := evaluation_tasks()):  # before any model is built
+        raise EvalSpecError(f"--task {args.task!r} is not a known task; known: {sorted(known)}")
     spec = build_spec(args)
     task, inputs = task_inputs(args, task_options, spec)
     if args.baseline is not None:

@@ -3,7 +3,7 @@ and weights that score them, and the environment they are played in.
 
 Built from an evaluation spec (`python -m training.evaluate`: the recipe's or the run's settings, the rows read and
 set up as training sets them up) or from the trainer (the held-out evaluation during training: its own reward
-functions, weights, environment and sampling). Every task's evaluator (`training.evaluation.task_registry.EvalTask`)
+functions, weights, environment and sampling). Every task's evaluator (`training.evaluation.eval_tasks.EvalTask`)
 takes it, so the two paths play the same episodes through the same code.
 """
 

@@ -1,5 +1,5 @@
 """Held-out evaluation of the trainer's current policy, through the same task entry as `python -m training.evaluate`
-(training/evaluation/task_registry.py): the task that applies to the trainer's inputs (`inputs_from_trainer`: its
+(training/evaluation/eval_tasks.py): the task that applies to the trainer's inputs (`inputs_from_trainer`: its
 rows, reward functions, weights, environment and sampling) plays the episodes and says which values to log.
 
 `heldout/reward` is sampled as in training (the training temperature, top-p and top-k, each episode from its own
@@ -23,7 +23,7 @@ from pathlib import Path
 from training.evaluation.episodes import SCORE, Episode, summarize, write_episodes
 from training.evaluation.eval_inputs import EvalInputs, inputs_from_trainer
 from training.evaluation.heldout_change import MetricChange, changes_between
-from training.evaluation.task_registry import EvalTask, resolve_task
+from training.evaluation.eval_tasks import EvalTask, resolve_task
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
 from training.outputs.run_files import heldout_step_dir

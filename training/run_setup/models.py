@@ -11,7 +11,7 @@ from pathlib import Path
 
 from training.outputs.atomic import atomic_directory
 from training.errors import MissingPathError
-from training.run_setup.task_plugins import tiny_model
+from training.run_setup import tasks
 from training.run_setup.tiny_qwen3 import COMPLETE_FILE, build_fingerprint, write_tiny_qwen3
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def resolve_model_path(name_or_path: str, seed: int = 0) -> str:
     """
     if name_or_path == TINY_MODEL_NAME:
         return str(tiny_model_cache(seed))
-    task_model = tiny_model(name_or_path)  # a task's own variant, e.g. `tiny-qwen3-causal`
+    task_model = tasks.tiny_model(name_or_path)  # a task's own variant, e.g. `tiny-qwen3-causal`
     if task_model is not None:
         return task_model(cache_root(), seed)
     if Path(name_or_path).exists():

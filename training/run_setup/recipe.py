@@ -27,7 +27,7 @@ from training.errors import BadInputError
 from training.run_setup.environment_settings import configured_environment
 from training.run_setup.input_checks import import_object
 from training.run_setup.prompt_datasets import check_prompt_lengths
-from training.run_setup.reward_names import dotted_path
+from training.run_setup.reward_names import reward_object
 from training.run_setup.warm_start import supervised_warm_start
 from training.run_setup.warm_start_tools import trace_warm_start
 from training.run_setup.yaml_errors import yaml_problem
@@ -224,7 +224,7 @@ def check_writable(out: Path) -> None:
 def import_reward(entry: str):
     """The reward function a `reward_funcs` entry names: a registered short name (training/run_setup/reward_names.py) or a
     dotted path."""
-    func = import_object(dotted_path(entry), "reward_funcs entry")
+    func = reward_object(entry)
     if not callable(func):
         raise RecipeError(f"reward_funcs entry {entry!r} is a {type(func).__name__}, not a callable")
     return func

@@ -17,7 +17,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from training.run_setup.task_plugins import task_tokenizer_lines
+from training.run_setup import tasks
 
 # Qwen3's own added tokens; the first three are special (skipped when decoding with skip_special_tokens).
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -49,7 +49,7 @@ def qwen3_chat_template() -> str:
 def _tokenizer_corpus() -> list[str]:
     """Text the BPE merges are learned from: digits, task words, chat and tool-call markup. Fixed, not sampled.
 
-    Tasks add their words (`training.run_setup.task_plugins.TOKENIZER_LINES`): the bundled workspace tasks' words
+    Tasks add their words (each `Task`'s `tokenizer_lines`, training/run_setup/tasks.py): the bundled workspace tasks' words
     become single tokens, so that copying a channel or a message from the request into a tool call is a few tokens,
     not a dozen byte pieces (a 2-layer model learns the former)."""
     lines = [
@@ -68,7 +68,7 @@ def _tokenizer_corpus() -> list[str]:
         "system user assistant tool low medium high urgent channel text title body priority query",
     ]
     numbers = [" ".join(str(n) for n in range(start, start + 20)) for start in range(0, 200, 20)]
-    return lines * 4 + numbers * 4 + task_tokenizer_lines()
+    return lines * 4 + numbers * 4 + tasks.tokenizer_lines()
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:

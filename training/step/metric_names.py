@@ -2,7 +2,7 @@
 
 Every training-step log (TRL's loggers, `report_to` trackers and `output_dir/metrics.jsonl`) carries these names
 under the conditions given. A smoke run with every feature on carries all of `CONTRACT` (tests/step/test_metric_contract.py);
-a task adds its own names (`register_task_metrics`, from its registration module), and `contract()` is the whole.
+a task adds its own names (its `Task`'s `metrics`, training/run_setup/tasks.py), and `contract()` is the whole.
 Renaming one is a breaking change: add the new name beside the old one first.
 """
 
@@ -69,23 +69,15 @@ CONTRACT: dict[str, str] = {
     "turns/cache_reused": TOOL_RUN_TRANSFORMERS,
 }
 
-TASK_METRICS: dict[str, str] = {}  # name -> when, registered by the tasks
-
-
-def register_task_metrics(names: dict[str, str]) -> None:
-    """A task's own metric names and when each is logged (e.g. "causal environment")."""
-    for name, when in names.items():
-        if name in CONTRACT or TASK_METRICS.get(name, when) != when:
-            raise ValueError(f"metric {name!r} is registered twice")
-        TASK_METRICS[name] = when
-
-
 def contract() -> dict[str, str]:
-    """The whole contract: the generic names and every registered task's (the tasks are loaded first)."""
-    from training.run_setup.task_plugins import load_tasks
+    """The whole contract: the generic names and every registered task's; a task's name that is also a generic one
+    is refused (a name has one meaning)."""
+    from training.run_setup import tasks
 
-    load_tasks()
-    return {**CONTRACT, **TASK_METRICS}
+    task_metrics = tasks.metrics()
+    if clash := sorted(set(task_metrics) & set(CONTRACT)):
+        raise ValueError(f"task metric names that are generic names too: {clash}")
+    return {**CONTRACT, **task_metrics}
 
 
 def contract_names(condition: str | None = None) -> list[str]:

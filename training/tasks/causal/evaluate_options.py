@@ -1,6 +1,6 @@
 """The causal task's own options of `python -m training.evaluate`: where the episodes come from (a split, a rows file
 or a user's SCM file, with its budget and initial samples) and the environment's surrogate (its kind, frozen or
-live). Registered with the task (registration.py), so the generic command declares them without knowing them:
+live). Carried by the task's `Task` (task.py), so the generic command declares them without knowing them:
 
     python -m training.evaluate RUN_DIR --scm my_scm.yaml --budget 6 --surrogate additive --out eval/my_scm
     python -m training.evaluate --recipe recipes/causal_cpu.yaml --baseline greedy_eig --split train --out eval/g

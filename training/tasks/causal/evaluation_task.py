@@ -1,5 +1,5 @@
 """The causal task's one evaluator, for `python -m training.evaluate` and for the evaluation during training alike
-(training/evaluation/task_registry.py): a policy's (or a scripted baseline's) episodes on the held-out SCMs, as the
+(training/evaluation/eval_tasks.py): a policy's (or a scripted baseline's) episodes on the held-out SCMs, as the
 generic episode records (`training.evaluation.episodes.Episode`), and the values logged during training
 (`heldout_values`: `heldout/reward`, `heldout/regret`, `heldout/parent_f1`, `heldout/info_gain`,
 `heldout/invalid_calls`, `heldout/malformed_calls`, each component `heldout/<component>`, and the greedy episodes'
@@ -27,7 +27,7 @@ from training.evaluation.episodes import SCORE, Episode
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpecError
-from training.evaluation.task_registry import Played, reward_values
+from training.evaluation.eval_tasks import Played, reward_values
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import (
     baseline_episodes,
@@ -92,7 +92,7 @@ def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
     """A policy's episodes on the inputs' rows: a language model `(model, tokenizer)` through the one tool loop, or
     a scripted baseline (its `POLICIES` name), each record stamped (`stamp`) and read into a generic episode."""
     factory, settings, weights = inputs.environment_factory, inputs.settings, component_weights(inputs)
-    if isinstance(policy, str):  # a baseline's name (registration.py)
+    if isinstance(policy, str):  # a baseline's name (task.py)
         if not factory.active:
             raise EvalSpecError("--frozen: a frozen surrogate applies to language-model policies; the baselines read "
                                 "the live surrogate")

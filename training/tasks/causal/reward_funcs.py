@@ -35,6 +35,6 @@ def _component(name: str):
 
 
 # One TRL reward function per component, made from `COMPONENTS` (so a new component is written in
-# reward_components.py alone, plus its short name in pyproject.toml): `reward_funcs.optimization`, ... by name.
+# reward_components.py alone; task.py registers each under its name): `reward_funcs.optimization`, ... by name.
 REWARD_FUNCS = [_component(name) for name in COMPONENTS]
 globals().update({f.__name__: f for f in REWARD_FUNCS})

@@ -75,7 +75,7 @@ from training.tasks.causal.splits import DATA_DIR, renamed_as, scm_row
 
 REPO = Path(__file__).resolve().parents[3]
 STARTING_POLICY_DIR = REPO / "models" / "causal_starting_policy"
-STARTING_POLICY_NAME = "causal-starting-policy"  # what a recipe's model_name_or_path names it by (registration.py)
+STARTING_POLICY_NAME = "causal-starting-policy"  # what a recipe's model_name_or_path names it by (task.py)
 BUILD_RECORD = "build_record.json"
 DATA_FILES = (DATA_DIR / "train.jsonl", DATA_DIR / "heldout.jsonl")
 VERIFIED_TRACES = 16  # traces `verify` renders again

@@ -1,5 +1,5 @@
-"""The tasks every held-out evaluation knows, one entry each: `python -m training.evaluate` and the evaluation during
-training (training/evaluation/trainer_heldout.py) go through the same entry, so a new task plugs in with one.
+"""What a held-out evaluation plays, one `EvalTask` each: `python -m training.evaluate` and the evaluation during
+training (training/evaluation/trainer_heldout.py) go through the same entry, so a task plugs in with one.
 
 An `EvalTask` says when it applies to an evaluation's environment (`applies(environment_factory)`: the class the
 recipe or the trainer plays, None without one; picked by priority when `--task` is not given), how it plays and scores a policy's held-out episodes
@@ -9,10 +9,10 @@ play instead of a model, and which command-line options of its own `python -m tr
 `with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever
 the task's baseline factory returned.
 
-Registered here: `reward_functions` (held-out prompts scored by the reward functions: the bundled larger-number task)
-and `environment` (multi-turn episodes in the `environment_factory`, scored by its goal checker: the tool agent). A
-task registers itself with `register(EvalTask(...))` from its `registration.py`, which
-`training.run_setup.task_plugins.load_tasks` imports.
+Two are generic and defined here: `reward_functions` (held-out prompts scored by the reward functions: the bundled
+larger-number task) and `environment` (multi-turn episodes in the `environment_factory`, scored by its goal checker:
+the tool agent). A task brings its own as its `Task`'s `evaluation` (training/run_setup/tasks.py), named as the task;
+`evaluation_tasks()` is the generic ones and every task's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from training.evaluation.episodes import SCORE, Episode, summarize
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.spec import EvalSpec, EvalSpecError
-from training.run_setup.task_plugins import load_tasks
+from training.run_setup import tasks
 
 Played = tuple[list[Episode], dict]  # the episodes of one evaluate() call and its counts
 
@@ -59,27 +59,28 @@ class EvalTask:
     with_options: Callable[[argparse.Namespace, EvalSpec], EvalInputs | None] | None = None
 
 
-TASKS: dict[str, EvalTask] = {}
-
-
-def register(task: EvalTask) -> EvalTask:
-    if task.name in TASKS:
-        raise ValueError(f"evaluation task {task.name!r} is registered twice")
-    TASKS[task.name] = task
-    return task
+def evaluation_tasks() -> dict[str, EvalTask]:
+    """Every evaluation task by name: the generic ones (`GENERIC`) and each registered task's own."""
+    found = {task.name: task for task in GENERIC}
+    for task in tasks.all():
+        if task.evaluation is not None:
+            if task.evaluation.name in found:
+                raise ValueError(f"evaluation task {task.evaluation.name!r} is registered twice")
+            found[task.evaluation.name] = task.evaluation
+    return found
 
 
 def resolve_task(environment_factory, source: str, name: str | None = None) -> EvalTask:
     """The task named `name`, else the highest-priority task that applies to the environment (None: no environment)
     of the evaluation of `source`."""
-    load_tasks()
+    known = evaluation_tasks()
     if name is not None:
-        if name not in TASKS:
-            raise EvalSpecError(f"--task {name!r} is not a known task; known: {sorted(TASKS)}")
-        return TASKS[name]
-    applicable = sorted((t for t in TASKS.values() if t.applies(environment_factory)), key=lambda t: -t.priority)
+        if name not in known:
+            raise EvalSpecError(f"--task {name!r} is not a known task; known: {sorted(known)}")
+        return known[name]
+    applicable = sorted((t for t in known.values() if t.applies(environment_factory)), key=lambda t: -t.priority)
     if not applicable:
-        raise EvalSpecError(f"no evaluation task applies to {source}; known: {sorted(TASKS)} (pass --task)")
+        raise EvalSpecError(f"no evaluation task applies to {source}; known: {sorted(known)} (pass --task)")
     return applicable[0]
 
 
@@ -111,16 +112,18 @@ def _environment_values(sampled: Played, greedy: Played) -> dict[str, float]:
     return values
 
 
-register(EvalTask(
-    name="reward_functions",
-    description="held-out prompts, one completion per episode, scored by the reward functions (weighted)",
-    applies=lambda environment_factory: environment_factory is None,
-    evaluate=_evaluate_reward_functions,
-))
-register(EvalTask(
-    name="environment",
-    description="multi-turn episodes in the environment, scored by its goal checker (success: reward 1)",
-    applies=lambda environment_factory: environment_factory is not None,
-    evaluate=_evaluate_environment,
-    heldout_values=_environment_values,
-))
+GENERIC = (
+    EvalTask(
+        name="reward_functions",
+        description="held-out prompts, one completion per episode, scored by the reward functions (weighted)",
+        applies=lambda environment_factory: environment_factory is None,
+        evaluate=_evaluate_reward_functions,
+    ),
+    EvalTask(
+        name="environment",
+        description="multi-turn episodes in the environment, scored by its goal checker (success: reward 1)",
+        applies=lambda environment_factory: environment_factory is not None,
+        evaluate=_evaluate_environment,
+        heldout_values=_environment_values,
+    ),
+)
