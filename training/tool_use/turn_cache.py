@@ -3,7 +3,8 @@
 A tool loop calls `generate` once a turn with each rollout's whole context so far (prompt, earlier turns, tool
 replies). Without a cache every call runs its forward over all of it again: on the main job's 16 rollouts of 7 turns,
 that re-prefill was about 60% of the generation phase. `TurnCache` wraps `model.generate` for the length of one
-tool loop and feeds each call only the tokens its rows have not been through yet.
+tool loop and feeds each call only the tokens its rows have not been through yet; on the first call, the rows that
+share a prompt (a GRPO group's rollouts) run it once.
 
 How a row finds its cache: every cached position keeps its token id and a validity bit. A new row takes the cached
 row with which it shares the longest prefix of valid tokens; the first `c` valid positions (that prefix) stay valid,
@@ -42,6 +43,7 @@ class TurnCache:
         self.cache = None
         self.tokens: torch.Tensor | None = None  # (rows, positions): the token id at each cached position
         self.valid: torch.Tensor | None = None  # (rows, positions) bool
+        self._model = None
         self.reused_tokens = 0
         self.fed_tokens = 0
 
@@ -61,17 +63,20 @@ class TurnCache:
         def wrap(original):
             return partial(self._generate, original)
 
+        self._model = model
         try:
             with wrapped_generate(model, wrap):
                 yield self
         finally:
-            self.cache = self.tokens = self.valid = None
+            self.cache = self.tokens = self.valid = self._model = None
 
     def _generate(self, original, input_ids=None, attention_mask=None, **kwargs):
         if input_ids is None or attention_mask is None or "past_key_values" in kwargs:
             return original(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids.cpu(), attention_mask.cpu(), strict=True)]
         wants_dict = kwargs.pop("return_dict_in_generate", False)
+        if self.cache is None:
+            self._run_shared_prompts(rows, input_ids.device)
         fed_ids, fed_mask, cached_len = self._inputs(rows, input_ids.device)
         out = original(input_ids=fed_ids, attention_mask=fed_mask, return_dict_in_generate=True,
                        past_key_values=self.cache, **kwargs)
@@ -81,6 +86,31 @@ class TurnCache:
         self.reused_tokens += int(fed_mask[:, :cached_len].sum())
         out.sequences = torch.cat([input_ids, generated], dim=1)  # as the caller padded it
         return out if wants_dict else out.sequences
+
+    def _run_shared_prompts(self, rows: list[list[int]], device) -> None:
+        """The loop's first call: a GRPO group's rollouts share their prompt, so each distinct prompt (but its last
+        token, which generate needs to feed) runs once, and its cache is copied to the rollouts."""
+        distinct = list(dict.fromkeys(map(tuple, rows)))
+        if len(distinct) == len(rows):
+            return
+        width = max(map(len, distinct)) - 1
+        ids = torch.full((len(distinct), width), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for j, row in enumerate(distinct):
+            ids[j, width - len(row) + 1:] = torch.tensor(row[:-1], dtype=torch.long)
+            mask[j, width - len(row) + 1:] = 1
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # as generate numbers left-padded rows
+        with torch.no_grad():
+            out = self._model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                              position_ids=positions.to(device), use_cache=True, logits_to_keep=1)
+        cache = getattr(out, "past_key_values", None)
+        if not _positional(cache):
+            return
+        source = [distinct.index(tuple(row)) for row in rows]
+        cache.batch_select_indices(torch.tensor(source, device=device))
+        self.cache, self.tokens, self.valid = cache, ids[source], mask[source].bool()
+        self.fed_tokens += int(mask.sum())
+        self.reused_tokens += int(mask[source].sum()) - int(mask.sum())
 
     def _inputs(self, rows: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor, int]:
         """The ids and attention mask to feed, cache positions first; the cache narrowed to the new rows."""
