@@ -166,7 +166,11 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
     train = load_rows(rows / "train.jsonl")
     assert recipe.rows == {"train": train, "heldout": load_rows(rows / "heldout.jsonl")}  # kept as handed over
     assert len(train) == 3 and all(r["budget"] == 4 and len(json.loads(r["reference_calls_json"])) == 4 for r in train)
-    assert len(load_rows(rows / "heldout.jsonl")) == 32
+    assert len(load_rows(rows / "heldout.jsonl")) == 64  # the end-of-run comparison's 64 episodes
+    # GRPO's guard: train_scm's own (the recipe's 480 s is the main job's), unless the command line sets one
+    assert recipe.training_args.max_wall_time_s == train_scm.SCM_WALL_TIME_S
+    given = train_scm.scm_recipe(["--scm", "cbo.yaml", "--output_dir", "run4", "--max_wall_time_s", "30"])
+    assert given.training_args.max_wall_time_s == 30
     with pytest.raises(SystemExit) as err:
         train_scm.main(["--scm", "cbo.yaml", "--output_dir", "run2", "--train_file", "x.jsonl"])
     assert err.value.code == 2 and "--train_file: the rows come from --scm" in capsys.readouterr().err

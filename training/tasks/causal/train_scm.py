@@ -1,7 +1,7 @@
 """Train a causal policy on a user's SCM file, no rows written by hand:
 
     python -m training.tasks.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
-        [--budget 6 --initial_samples 10 --train_rows 64 --heldout_rows 32] [any training.train flag]
+        [--budget 6 --initial_samples 10 --train_rows 64 --heldout_rows 64] [any training.train flag]
 
 makes the SCM's train rows (`--train_rows` of them, with the teacher's traces: what forcing and a `--warm_start_steps`
 warm start replay; the recipe's starting policy was built on the bundled rows' traces) and
@@ -14,7 +14,8 @@ where every mechanism is affine in its parents (up to 16 variables), additive ot
 the run records it as `environment_factory: training.tasks.causal.env.CausalEnv` with `environment_settings:
 {surrogate_kind: ...}`. `--max_parents` sets the exact surrogate's in-degree bound in the rows. `--train_file` and
 `--heldout_file` are refused (the rows come from the SCM). `--episodes` and `--heldout_episodes` were renamed
-`--train_rows` and `--heldout_rows` (`--episodes` elsewhere counts episodes per row).
+`--train_rows` and `--heldout_rows` (`--episodes` elsewhere counts episodes per row). GRPO's wall-time guard is
+`SCM_WALL_TIME_S` unless `--max_wall_time_s` is given (the recipe's is the main job's).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from training.tasks.causal.scm.user_scm import UserSCMError
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, check_counts, load_scm_file, scm_file_rows
 
 ROWS_DIR = "scm_rows"
+# GRPO's wall-time guard when the command line sets none: a user's SCM gets its 48 steps (the recipe's 480 s is the
+# README's 15 minutes for the main job, install included); with the two held-out evaluations, within 20 minutes.
+SCM_WALL_TIME_S = 960
 AFFINE_POINTS = 16  # parent values at which a mechanism is checked for being affine
 
 
@@ -54,7 +58,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--budget", type=int, default=None, help="calls per episode")
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
     parser.add_argument("--train_rows", type=int, default=64, help="train rows (episodes of the SCM)")
-    parser.add_argument("--heldout_rows", type=int, default=32,
+    parser.add_argument("--heldout_rows", type=int, default=64,
                         help="held-out rows (episodes of the SCM: the units of the end-of-run comparison)")
     for old in RENAMED:
         parser.add_argument(old, action=Renamed, help=f"renamed {RENAMED[old]}")
@@ -127,6 +131,8 @@ def scm_recipe(argv: list[str]):
     args, rest = split_argv(argv)
     recipe = read_recipe(rest, default_config=CAUSAL_RECIPE)
     recipe.argv = list(argv)
+    if not any(arg.split("=")[0] == "--max_wall_time_s" for arg in rest):
+        recipe.training_args.max_wall_time_s = SCM_WALL_TIME_S
     rows = scm_run_rows(args)
     out = Path(recipe.training_args.output_dir).expanduser().resolve() / ROWS_DIR
     write_split_files(out, rows)
