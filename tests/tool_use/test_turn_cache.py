@@ -42,11 +42,13 @@ def _episodes(model, turns: int, cached: bool, seed: int = 0):
     rows = [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in (60, 75, 68)]
     rows = [rows[0], rows[1], rows[0], rows[2]]
     cache = TurnCache(PAD)
-    logits = []
+    logits, cache.widths = [], []
     with cache.active(model) if cached else nullcontext():
         for turn in range(turns):
             new, turn_logits = _turn(model, rows)
             logits.append(turn_logits)
+            if cached and cache.tokens is not None:  # positions held against the longest row's real length
+                cache.widths.append((cache.tokens.size(1), max(map(len, rows)) + len(new[0]) - 1))
             keep = [0, 1, 3] if turn == 1 else list(range(len(rows)))
             replies = [torch.randint(3, vocab, (3 + 2 * j,), generator=gen).tolist() for j in range(len(rows))]
             rows = [rows[j] + new[j][: 2 + j] + replies[j] for j in keep]
@@ -70,6 +72,9 @@ def test_each_turn_runs_only_its_new_tokens_and_its_logits_are_a_full_prefills(t
     for turn, (a, b) in enumerate(zip(cached, plain, strict=True)):
         assert torch.allclose(a, b, atol=1e-5, rtol=0), (turn, (a - b).abs().max())
     assert cache.reused_tokens > 2 * cache.fed_tokens  # most of every later turn's context came from the cache
+    # the masked positions of earlier turns are dropped: the cache outgrows the longest row it holds by at most the
+    # longest tail a call fed (here a cut turn's 5 tokens and a reply of 9), never by the turns played
+    assert len(cache.widths) == 4 and all(0 <= width - longest <= 14 for width, longest in cache.widths)
     assert "generate" not in vars(tiny)  # the wrapper is gone after the loop
 
 

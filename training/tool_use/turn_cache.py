@@ -124,6 +124,7 @@ class TurnCache:
             cached_tokens, cached_valid = self.tokens[source], self.valid[source]
             rank = cached_valid.long().cumsum(dim=1)
             cached_valid = cached_valid & (rank <= torch.tensor(kept).unsqueeze(1))
+            cached_tokens, cached_valid = self._compact(cached_tokens, cached_valid, device)
         width = max(len(row) - k for row, k in zip(rows, kept, strict=True))
         new_ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
         new_mask = torch.zeros((len(rows), width), dtype=torch.bool)
@@ -134,6 +135,23 @@ class TurnCache:
         ids = torch.cat([cached_tokens.where(cached_valid, self.pad), new_ids], dim=1)
         mask = torch.cat([cached_valid, new_mask], dim=1)
         return ids.to(device), mask.long().to(device), cached_tokens.size(1)
+
+    def _compact(self, tokens: torch.Tensor, valid: torch.Tensor, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Move each row's valid positions to the right end, in order, and drop the rest: without it the masked
+        positions of earlier turns (left pads, pads after a row's end, cut tokens) pile up turn after turn, and the
+        sequence outgrows the model's context though its real length does not."""
+        counts = valid.sum(dim=1)
+        width = int(counts.max())
+        index = torch.zeros((len(valid), width), dtype=torch.long)
+        kept = torch.zeros((len(valid), width), dtype=torch.bool)
+        for j, count in enumerate(counts.tolist()):
+            index[j, width - count:] = valid[j].nonzero().squeeze(1)
+            kept[j, width - count:] = True
+        gather = index.to(device)
+        for layer in self.cache.layers:
+            at = gather[:, None, :, None].expand(-1, layer.keys.size(1), -1, layer.keys.size(3))
+            layer.keys, layer.values = layer.keys.gather(2, at), layer.values.gather(2, at)
+        return tokens.gather(1, index), kept
 
     def _match(self, rows: list[list[int]]) -> tuple[list[int], list[int]]:
         """Per new row: the cached row sharing its longest valid-token prefix, and that prefix's length (at most the
