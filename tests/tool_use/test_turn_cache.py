@@ -78,13 +78,16 @@ def test_each_turn_runs_only_its_new_tokens_and_its_logits_are_a_full_prefills(t
     assert "generate" not in vars(tiny)  # the wrapper is gone after the loop
 
 
-def test_without_the_cache_every_turn_reruns_its_context(tiny):
-    """The count the metric reads: with the cache out of the way (a new TurnCache per turn) nothing is reused."""
-    rows = [[5, 6, 7, 8], [9, 10, 11]]
+def test_the_counts_the_metric_reads(tiny):
+    """A loop's first call runs every token of distinct prompts; a prompt repeated (a group's rollouts) runs once."""
     cache = TurnCache(PAD)
     with cache.active(tiny):
-        _turn(tiny, rows)
+        _turn(tiny, [[5, 6, 7, 8], [9, 10, 11]])
     assert cache.reused_tokens == 0 and cache.fed_tokens == 7
+    cache = TurnCache(PAD)
+    with cache.active(tiny):
+        _turn(tiny, [[5, 6, 7, 8], [5, 6, 7, 8], [9, 10, 11]])
+    assert cache.reused_tokens == 3 and cache.fed_tokens == 8  # the second [5, 6, 7] came from the first's cache
 
 
 @pytest.mark.parametrize("family", ["falcon_mamba", "gemma2"])

@@ -109,8 +109,9 @@ class TurnCache:
         source = [distinct.index(tuple(row)) for row in rows]
         cache.batch_select_indices(torch.tensor(source, device=device))
         self.cache, self.tokens, self.valid = cache, ids[source], mask[source].bool()
-        self.fed_tokens += int(mask.sum())
-        self.reused_tokens += int(mask[source].sum()) - int(mask.sum())
+        ran = int(mask.sum())  # the call below counts every row's prompt as served from the cache; these ran
+        self.fed_tokens += ran
+        self.reused_tokens -= ran
 
     def _inputs(self, rows: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor, int]:
         """The ids and attention mask to feed, cache positions first; the cache narrowed to the new rows."""
