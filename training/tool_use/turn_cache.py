@@ -121,6 +121,10 @@ class TurnCache:
             cached_valid = torch.zeros((len(rows), 0), dtype=torch.bool)
         else:
             source, kept = self._match(rows)
+            # every row feeds the same number of new tokens (a short tail gives back some of its cached prefix, run
+            # again): the sequence is then as long as the longest row, never the longest prefix plus the longest tail
+            tail = max(len(row) - k for row, k in zip(rows, kept, strict=True))
+            kept = [max(0, min(k, len(row) - tail)) for row, k in zip(rows, kept, strict=True)]
             self.cache.batch_select_indices(torch.tensor(source, device=device))
             cached_tokens, cached_valid = self.tokens[source], self.valid[source]
             rank = cached_valid.long().cumsum(dim=1)
