@@ -13,9 +13,12 @@ training/tool_use/turn_end.py's rule on TRL's sampler:
   `stop_token_ids`), and the template's tail after it (`<|im_end|>`) is appended unsampled, with a log-prob of 0 and
   `tool_mask` 0 (out of the loss, as a tool result's tokens are).
 - void turns (cut by the limit or the episode's budget, or ending in an unclosed call) are counted per generation
-  batch, and `void_turn_rule` says what the loss does with them: `exclude` (default; SimpleTIR, arXiv 2509.02479:
-  an episode with a void turn leaves the loss, its reward still counts in its group's baseline) or `credit` (it stays
-  in the loss, each turn with the advantage it has: the episode's, or `call_credit`'s own-reward rule).
+  batch, and `void_turn_rule` says what the loss does with them: `credit` (default: the episode stays in the loss,
+  each turn with the advantage it has, the episode's or `call_credit`'s own-reward rule, so a malformed call is
+  pushed down) or `exclude` (SimpleTIR, arXiv 2509.02479: an episode with a void turn leaves the loss, its reward
+  still counts in its group's baseline and its tokens in the normaliser). On the CBO file `exclude` let malformed
+  calls spread with nothing against them (one seed of three stopped at step 20; `credit` ran all three to the end:
+  docs/results/causal.md §3.0).
 
 Metrics of each generation batch (all processes): `turns/count`, `turns/cut`, `turns/void`, `turns/void_episodes`,
 `turns/mean_tokens`, `turns/max_tokens` (a turn's sampled tokens, appended ones excluded) and `turns/limit`; a first

@@ -325,13 +325,14 @@ class StrictGRPOConfig(GRPOConfig):
         },
     )
     void_turn_rule: str = field(
-        default="exclude",
+        default="credit",
         metadata={
             "help": "What the loss does with an episode that has a void turn (cut by `max_turn_tokens` or the "
-            "episode's budget, or ending in an unclosed call; `turns/void`): 'exclude' (SimpleTIR) keeps the "
-            "episode out of the loss (its reward still counts in its group's baseline, its tokens in the loss's "
-            "normaliser, so a mostly void batch takes a small step); 'credit' keeps it in, each "
-            "turn with its advantage (the episode's, or call_credit's own-reward rule).",
+            "episode's budget, or ending in an unclosed call; `turns/void`): 'credit' (default) keeps it in, each "
+            "turn with its advantage (the episode's, or call_credit's own-reward rule), so a malformed call is pushed "
+            "down; 'exclude' (SimpleTIR) keeps the episode out of the loss (its reward still counts in its group's "
+            "baseline, its tokens in the loss's normaliser), which on CBO let malformed calls spread unopposed "
+            "(docs/results/causal.md §3.0).",
             "choices": ["exclude", "credit"],
         },
     )

@@ -63,8 +63,8 @@ class RunHealthError(SaveBeforeStopping, RuntimeError):
 ADVICE = {
     "health/zero_loss": "the loss is exactly 0 and the gradient norm is 0: every advantage is 0, or no token is in "
     "the loss. Check that the reward functions return varied scores (rewards/*/std in metrics.jsonl) and that the "
-    "loss mask is not empty (in a tool run: turns/void_episodes, the episodes void_turn_rule: exclude keeps out of "
-    "the loss; a policy whose every turn is void needs a warm start, or void_turn_rule: credit)",
+    "loss mask is not empty (in a tool run under void_turn_rule: exclude, turns/void_episodes counts the episodes it "
+    "keeps out of the loss; a policy whose every turn is void needs a warm start, or void_turn_rule: credit)",
     "health/all_groups_zero_std": "every group's rewards are identical (frac_reward_zero_std = 1): GRPO has no signal. "
     "Check the reward functions, raise num_generations or temperature, or enable dynamic sampling",
     "health/ratio_pinned": "the PPO ratio is exactly 1.0 with zero spread on a reuse pass: the old log-probs were "
