@@ -242,8 +242,11 @@ class StrictGRPOTrainer(GRPOTrainer):
                     self._round.episode_tools = episode_tools
             with self._turn_cache() as cache:
                 result = super()._generate(prompts)
-            if cache is not None and cache.reused_share is not None:
-                metrics["turns/cache_reused"].append(cache.reused_share)
+            if cache is not None:  # over all processes' tokens (every process gathers, whatever it generated)
+                reused, fed = self.accelerator.gather(torch.tensor(
+                    [[cache.reused_tokens, cache.fed_tokens]], device=self.accelerator.device)).sum(dim=0).tolist()
+                if reused + fed:
+                    metrics["turns/cache_reused"].append(reused / (reused + fed))
             if counts is not None:
                 self.tool_calls.log(counts, self.accelerator, metrics)
             if self.turn_limits.enabled:

@@ -47,11 +47,6 @@ class TurnCache:
         self.reused_tokens = 0
         self.fed_tokens = 0
 
-    @property
-    def reused_share(self) -> float | None:
-        total = self.reused_tokens + self.fed_tokens
-        return self.reused_tokens / total if total else None
-
     @contextmanager
     def active(self, model) -> Iterator[TurnCache]:
         """Wrap `model.generate` for one tool loop."""
