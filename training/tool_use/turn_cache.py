@@ -10,9 +10,10 @@ How a row finds its cache: every cached position keeps its token id and a validi
 row with which it shares the longest prefix of valid tokens; the first `c` valid positions (that prefix) stay valid,
 every later one is masked out (the pads generated after a row's end, a forced turn's sampled tokens, a turn cut after
 its call). A valid position's keys and values depend only on the tokens before it and their positions, which are the
-same in the new row, so the logits equal a full re-prefill's up to float rounding (tested to 1e-5). The new tokens are
-left-padded inside the sequence; transformers derives positions from the attention mask's cumulative sum and masks
-the pads, so holes in the middle of a row are as valid as left padding.
+same in the new row, so the logits equal a full re-prefill's up to float rounding (tested to 1e-5). Before each call
+the cache is compacted (each row's kept positions moved to the right end, the rest dropped) and every row feeds a
+tail of the same length (a short tail runs some of its cached prefix again), so the sequence is as long as its
+longest row, left-padded; transformers derives positions from the attention mask's cumulative sum.
 
 The cache lives for one tool loop (`active`); the weights do not change inside it. Only a cache of plain attention
 layers (transformers' `DynamicCache` of `DynamicLayer`s: keys and values by position) can be narrowed this way; a
