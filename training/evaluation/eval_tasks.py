@@ -2,8 +2,9 @@
 training (training/evaluation/trainer_heldout.py) go through the same entry, so a task plugs in with one.
 
 An `EvalTask` says when it applies to an evaluation's environment (`applies(environment_factory)`: the class the
-recipe or the trainer plays, None without one; picked by priority when `--task` is not given), how it plays and scores a policy's held-out episodes
-(`evaluate(inputs, policy) -> (episodes, counts)`: training/evaluation/episodes.py), which values the evaluation
+recipe or the trainer plays, None without one; picked by priority when `--task` is not given), how it plays and
+scores a policy's held-out episodes (`evaluate(inputs, policy) -> (episodes, counts)`:
+training/evaluation/episodes.py), which values the evaluation
 during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
 play instead of a model, and which command-line options of its own `python -m training.evaluate` takes (`options`,
 `with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever
