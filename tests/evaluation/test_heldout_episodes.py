@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import training.evaluation.tool_episodes as env_eval
 import training.evaluation.tool_loop as tool_loop
-from training.evaluation.episode_settings import EpisodeSettings
+from training.evaluation.episode_settings import SAMPLING_DEFAULTS, EpisodeSettings, sampling_of
 from training.evaluation.episode_streams import GumbelNoise, seeded_sampling_kwargs
 from training.evaluation.episodes import read_episodes, summarize
 from training.evaluation.heldout_reward import heldout_episodes, heldout_reward
@@ -70,6 +70,36 @@ def test_gumbel_max_samples_the_softmax_of_the_processed_logits():
     expected = expected / expected.sum() * n
     observed = [picks[i] for i in range(4)]
     assert stats.chisquare(observed, expected).pvalue > 1e-3, (observed, expected)
+
+
+def test_min_p_cuts_the_tail_and_samples_the_rest_in_proportion():
+    logits = torch.tensor([[2.0, 1.5, 0.0, -1.0]])  # probabilities 0.53, 0.32, 0.07, 0.03: min_p 0.2 keeps two
+    n = 4000
+    picks = Counter()
+    for seed in range(n):
+        scores = logits.clone()
+        for processor in seeded_sampling_kwargs({"min_p": 0.2}, [seed])["logits_processor"]:
+            scores = processor(None, scores)
+        picks[int(scores.argmax())] += 1
+    assert picks[2] == picks[3] == 0
+    expected = torch.softmax(logits[0, :2].double(), dim=0).numpy() * n
+    assert stats.chisquare([picks[0], picks[1]], expected).pvalue > 1e-3, (picks, expected)
+
+
+def test_heldout_samples_as_the_trainer_samples(make_trainer, model_and_tokenizer, rows):
+    """min_p and the repetition penalty reach the held-out sampler, from the trainer and from a recorded recipe; a
+    setting it cannot mirror is refused, not ignored."""
+    trainer = make_trainer(temperature=0.9, top_p=0.95, min_p=0.05, repetition_penalty=1.1, max_steps=1)
+    wanted = {"temperature": 0.9, "top_p": 0.95, "top_k": 0, "min_p": 0.05, "repetition_penalty": 1.1}
+    assert EpisodeSettings.from_trainer(trainer, seed=0).sampling == wanted
+    assert sampling_of({"temperature": 0.9, "top_p": 0.95, "min_p": 0.05, "repetition_penalty": 1.1}) == wanted
+    assert sampling_of({}) == SAMPLING_DEFAULTS
+    plain = _episodes(model_and_tokenizer, rows, [answer_format_reward], sampling=SAMPLING, seed=3)
+    cut = _episodes(model_and_tokenizer, rows, [answer_format_reward], sampling={**SAMPLING, "min_p": 0.3,
+                    "repetition_penalty": 1.3}, seed=3)
+    assert [e.extra["completion"] for e in cut] != [e.extra["completion"] for e in plain]
+    with pytest.raises(ValueError, match="typical_p"):
+        seeded_sampling_kwargs({"typical_p": 0.9}, [0])
 
 
 def test_each_row_draws_from_its_own_stream_whatever_shares_its_batch():

@@ -27,9 +27,11 @@ def _generation_batch(trainer, task_rows, n_prompts=2):
     return trainer._generate_and_score_completions(rows)
 
 
-@pytest.mark.parametrize("temperature,top_p", [(0.7, 1.0), (1.3, 0.8)])
-def test_sample_time_logps_equal_recompute(make_trainer, task_rows, temperature, top_p):
-    trainer = make_trainer(temperature=temperature, top_p=top_p, max_completion_length=8)
+@pytest.mark.parametrize("temperature,top_p,min_p", [(0.7, 1.0, None), (1.3, 0.8, None), (1.0, 1.0, 0.1)])
+def test_sample_time_logps_equal_recompute(make_trainer, task_rows, temperature, top_p, min_p):
+    """Under a tail cut (top-p, min-p) too: the sampler draws from the cut distribution, and the loss's old log-probs
+    are the recorded full-vocabulary ones, equal to its own forward."""
+    trainer = make_trainer(temperature=temperature, top_p=top_p, min_p=min_p, max_completion_length=8)
     batch = _generation_batch(trainer, task_rows)
     recorded = batch["sampling_per_token_logps"]
     mask = batch["completion_mask"].bool()

@@ -9,13 +9,25 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, replace
 
+# The sampler's settings that held-out sampled episodes mirror, with TRL's defaults (GRPOConfig): what
+# `training.evaluation.episode_streams.seeded_sampling_kwargs` turns into logits processors.
+SAMPLING_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
+
+
+def sampling_of(source) -> dict:
+    """The sampling settings of a trainer (its attributes, as TRL's `GRPOTrainer` keeps them) or of a recorded
+    recipe's training arguments (a dict; a key it lacks takes TRL's default)."""
+    if isinstance(source, dict):
+        return {key: source.get(key, default) for key, default in SAMPLING_DEFAULTS.items()}
+    return {key: getattr(source, key) for key in SAMPLING_DEFAULTS}
+
 
 @dataclass(frozen=True)
 class EpisodeSettings:
     """How held-out episodes are played: the decoding, the episodes per row and their seed, the rendering, and the
     limits TRL's trainer samples under (the tool fields apply to multi-turn episodes only)."""
 
-    sampling: dict | None = None  # temperature, top_p, top_k; None: greedy
+    sampling: dict | None = None  # SAMPLING_DEFAULTS' keys (sampling_of); None: greedy
     episodes_per_row: int = 1
     seed: int = 0  # sampled episode (row, k) draws from episode_seed(seed, row, k)
     chat_template: str | None = None  # None: the one TRL's trainer renders tool conversations with for the tokenizer
@@ -31,10 +43,11 @@ class EpisodeSettings:
 
     @classmethod
     def from_trainer(cls, trainer, seed: int) -> EpisodeSettings:
-        """Sampled as the trainer samples (its temperature, top-p, top-k, template and limits),
+        """Sampled as the trainer samples (`sampling_of`: temperature, top-p, top-k, min-p, repetition penalty; its
+        template and limits),
         `heldout_samples_per_prompt` episodes per row."""
         return cls(
-            sampling={"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
+            sampling=sampling_of(trainer),
             episodes_per_row=trainer.args.heldout_samples_per_prompt, seed=seed,
             chat_template=trainer.chat_template, template_kwargs=dict(trainer.chat_template_kwargs or {}),
             max_completion_length=trainer.max_completion_length,

@@ -2,7 +2,8 @@
 
 `generate(do_sample=True)` draws every row of a batch from one generator, so an episode's tokens depend on which
 other episodes share its batch. Here each row has its own `torch.Generator` and sampling is done by the Gumbel-max
-trick: with z the processed logits (temperature, then top-k, then top-p, as `generate` orders its warpers) and
+trick: with z the processed logits (the repetition penalty, then temperature, top-k, top-p and min-p, as `generate`
+orders its processors and warpers) and
 g_i = -log E_i, E_i ~ Exp(1) i.i.d. from the row's generator,
 
     argmax_i (z_i + g_i)  ~  Categorical(softmax(z)),
@@ -17,7 +18,15 @@ from __future__ import annotations
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
-from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from training.evaluation.episode_settings import SAMPLING_DEFAULTS
+from transformers.generation.logits_process import (
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 
 class GumbelNoise(LogitsProcessor):
@@ -39,11 +48,14 @@ class GumbelNoise(LogitsProcessor):
 
 def seeded_sampling_kwargs(sampling: dict, seeds: list[int]) -> dict:
     """`generate` kwargs that sample row b with seed `seeds[b]` from the distribution that `sampling` (temperature,
-    top_p, top_k) describes."""
-    unknown = set(sampling) - {"temperature", "top_p", "top_k"}
+    top_p, top_k, min_p, repetition_penalty: `episode_settings.SAMPLING_DEFAULTS`) describes."""
+    unknown = set(sampling) - set(SAMPLING_DEFAULTS)
     if unknown:
-        raise ValueError(f"held-out sampling supports temperature, top_p and top_k, not {sorted(unknown)}")
+        raise ValueError(f"held-out sampling supports {', '.join(SAMPLING_DEFAULTS)}, not {sorted(unknown)}")
     processors = LogitsProcessorList()
+    penalty = sampling.get("repetition_penalty")
+    if penalty is not None and penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(float(penalty)))
     temperature = sampling.get("temperature")
     if temperature is not None and temperature != 1.0:
         processors.append(TemperatureLogitsWarper(float(temperature)))
@@ -53,5 +65,9 @@ def seeded_sampling_kwargs(sampling: dict, seeds: list[int]) -> dict:
     top_p = sampling.get("top_p")
     if top_p is not None and top_p < 1.0:
         processors.append(TopPLogitsWarper(float(top_p)))
+    min_p = sampling.get("min_p")
+    if min_p:
+        processors.append(MinPLogitsWarper(float(min_p)))
     processors.append(GumbelNoise(seeds))
-    return {"do_sample": False, "logits_processor": processors, "temperature": None, "top_p": None, "top_k": None}
+    return {"do_sample": False, "logits_processor": processors, "temperature": None, "top_p": None, "top_k": None,
+            "min_p": None, "repetition_penalty": None}

@@ -1,9 +1,9 @@
 """Held-out reward: completions of held-out prompts, scored by the run's reward functions, one record per episode.
 
 Sampled (the policy's expected reward, what GRPO optimises: `num_samples` completions per prompt at the training
-temperature, top-p and top-k, each from its own episode seed so that evaluations of two models are paired) or
-greedy. An episode whose reward a function cannot give (None, NaN) is kept as unscorable: counted, and left out of
-the mean (training/evaluation/episodes.py).
+temperature, top-p, top-k, min-p and repetition penalty, each from its own episode seed so that evaluations of two
+models are paired) or greedy. An episode whose reward a function cannot give (None, NaN) is kept as unscorable: counted,
+and left out of the mean (training/evaluation/episodes.py).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ def heldout_episodes(
     batch_size: int = 64,
 ) -> list[Episode]:
     """One `Episode` per (row, sample): one completion of up to `settings.max_completion_length` tokens each, greedy
-    (`settings.sampling` None) or sampled (temperature, top_p, top_k), `settings.episodes_per_row` per row, episode
-    (r, s) sampled from `episode_seed(settings.seed, r, s)`.
-    Score = sum_i w_i r_i over the reward functions. The model is left in the mode it was in, and the global RNG
-    state is left untouched."""
+    (`settings.sampling` None) or sampled (as the trainer samples: `episode_settings.sampling_of`),
+    `settings.episodes_per_row` per row, episode (r, s) sampled from `episode_seed(settings.seed, r, s)`. Score = sum_i
+    w_i r_i over the reward functions. The model is left in the mode it was in, and the global RNG state is left
+    untouched."""
     sampling, seed, template_kwargs = settings.sampling, settings.seed, settings.template_kwargs
     weights = reward_weights or [1.0] * len(reward_funcs)
     names = [reward_name(f) for f in reward_funcs]

@@ -16,6 +16,7 @@ import yaml
 
 from training.outputs import run_files
 from training.errors import BadInputError
+from training.evaluation.episode_settings import sampling_of
 
 ADAPTER_FILES = ("adapter_config.json",)
 
@@ -72,8 +73,7 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
         system_prompt_file=script.get("system_prompt_file"),
         tool_names=script.get("tool_names"),
         template_kwargs=dict(train.get("chat_template_kwargs") or {}),
-        sampling={"temperature": train.get("temperature", 1.0), "top_p": train.get("top_p", 1.0),
-                  "top_k": train.get("top_k", 0)},
+        sampling=sampling_of(train),
         max_new_tokens=int(train.get("max_completion_length") or 256),
         samples_per_prompt=int(train.get("heldout_samples_per_prompt", 4)),
         max_rows=int(train.get("heldout_max_samples", 200)),

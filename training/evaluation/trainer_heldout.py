@@ -2,9 +2,9 @@
 (training/evaluation/eval_tasks.py): the task that applies to the trainer's inputs (`inputs_from_trainer`: its
 rows, reward functions, weights, environment and sampling) plays the episodes and says which values to log.
 
-`heldout/reward` is sampled as in training (the training temperature, top-p and top-k, each episode from its own
-seed under `heldout_seed`, so that evaluations before and after, and of different runs, are paired): the policy's
-expected reward, what GRPO optimises. `heldout/greedy_reward` is logged beside it; tool runs add
+`heldout/reward` is sampled as in training (the training temperature, top-p, top-k, min-p and repetition penalty,
+each episode from its own seed under `heldout_seed`, so that evaluations before and after, and of different runs, are
+paired): the policy's expected reward, what GRPO optimises. `heldout/greedy_reward` is logged beside it; tool runs add
 `heldout/malformed_calls` and `heldout/tool_errors` (tools that raised; the model read the error, as in training),
 the causal task its regret, parent F1 and information gain. `heldout/nan_count` counts the sampled episodes that
 could not be scored (a reward of None or NaN): they are left out of `heldout/reward`, which is not logged at all when
@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from training.evaluation.episode_settings import sampling_of
 from training.evaluation.episodes import SCORE, Episode, summarize, write_episodes
 from training.evaluation.eval_inputs import EvalInputs, inputs_from_trainer
 from training.evaluation.heldout_change import MetricChange, changes_between
@@ -116,7 +117,7 @@ class HeldoutEvaluation:
             "heldout_seed": self.seed,
             "samples_per_prompt": trainer.args.heldout_samples_per_prompt,
             "max_rows": trainer.args.heldout_max_samples,
-            "sampling": {"temperature": trainer.temperature, "top_p": trainer.top_p, "top_k": trainer.top_k},
+            "sampling": sampling_of(trainer),
             "max_new_tokens": trainer.max_completion_length,
             "task": self.task.name,
             "metric_directions": {SCORE: "higher", **self.metric_directions},

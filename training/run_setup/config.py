@@ -98,8 +98,8 @@ class StrictGRPOConfig(GRPOConfig):
         default=4,
         metadata={
             "help": "`heldout/reward` is the mean reward of this many completions (tool runs: episodes) per held-out "
-            "prompt, sampled with the training temperature, top-p and top-k from a fixed seed (the policy's expected "
-            "reward, which GRPO optimises); `heldout/greedy_reward` is logged beside it."
+            "prompt, sampled with the training temperature, top-p, top-k and min-p from a fixed seed (the policy's "
+            "expected reward, which GRPO optimises); `heldout/greedy_reward` is logged beside it."
         },
     )
     heldout_seed: int = field(
