@@ -44,8 +44,7 @@ class EpisodeSettings:
     @classmethod
     def from_trainer(cls, trainer, seed: int) -> EpisodeSettings:
         """Sampled as the trainer samples (`sampling_of`: temperature, top-p, top-k, min-p, repetition penalty; its
-        template and limits),
-        `heldout_samples_per_prompt` episodes per row."""
+        template and limits), `heldout_samples_per_prompt` episodes per row."""
         return cls(
             sampling=sampling_of(trainer),
             episodes_per_row=trainer.args.heldout_samples_per_prompt, seed=seed,

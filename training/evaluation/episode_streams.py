@@ -3,8 +3,7 @@
 `generate(do_sample=True)` draws every row of a batch from one generator, so an episode's tokens depend on which
 other episodes share its batch. Here each row has its own `torch.Generator` and sampling is done by the Gumbel-max
 trick: with z the processed logits (the repetition penalty, then temperature, top-k, top-p and min-p, as `generate`
-orders its processors and warpers) and
-g_i = -log E_i, E_i ~ Exp(1) i.i.d. from the row's generator,
+orders its processors and warpers) and g_i = -log E_i, E_i ~ Exp(1) i.i.d. from the row's generator,
 
     argmax_i (z_i + g_i)  ~  Categorical(softmax(z)),
 
@@ -18,8 +17,6 @@ from __future__ import annotations
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
-
-from training.evaluation.episode_settings import SAMPLING_DEFAULTS
 from transformers.generation.logits_process import (
     MinPLogitsWarper,
     RepetitionPenaltyLogitsProcessor,
@@ -27,6 +24,8 @@ from transformers.generation.logits_process import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+
+from training.evaluation.episode_settings import SAMPLING_DEFAULTS
 
 
 class GumbelNoise(LogitsProcessor):
