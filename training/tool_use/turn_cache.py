@@ -1,9 +1,8 @@
 """The KV cache of a multi-turn episode, kept from one turn's `generate` to the next.
 
 A tool loop calls `generate` once a turn with each rollout's whole context so far (prompt, earlier turns, tool
-replies). Without a cache every call runs its forward over all of it again: on the main job's 16 rollouts of 7 turns,
-that re-prefill was most of the model's share of the generation phase. `TurnCache` wraps `model.generate` for the length of one
-tool loop and feeds each call only the tokens its rows have not been through yet; on the first call, the rows that
+replies). Without a cache every call runs its forward over all of it again, the earlier turns' tokens included.
+`TurnCache` wraps `model.generate` for the length of one tool loop and feeds each call only the tokens its rows have not been through yet; on the first call, the rows that
 share a prompt (a GRPO group's rollouts) run it once.
 
 How a row finds its cache: every cached position keeps its token id and a validity bit. A new row takes the cached
