@@ -2,8 +2,8 @@
 
 A tool loop calls `generate` once a turn with each rollout's whole context so far (prompt, earlier turns, tool
 replies). Without a cache every call runs its forward over all of it again, the earlier turns' tokens included.
-`TurnCache` wraps `model.generate` for the length of one tool loop and feeds each call only the tokens its rows have not been through yet; on the first call, the rows that
-share a prompt (a GRPO group's rollouts) run it once.
+`TurnCache` wraps `model.generate` for the length of one tool loop and feeds each call only the tokens its rows have
+not been through yet; on the first call, the rows that share a prompt (a GRPO group's rollouts) run it once.
 
 How a row finds its cache: every cached position keeps its token id and a validity bit. A new row takes the cached
 row with which it shares the longest prefix of valid tokens; the first `c` valid positions (that prefix) stay valid,
