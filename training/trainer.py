@@ -16,7 +16,8 @@ batch (keys in training/algorithms/trajectory.py), never on the trainer.
                  then the zero-std watch and, every `logp_check_steps` batches, the sampler/trainer log-prob
                  agreement check.
     loss         `_compute_loss`: schema check, forced-leak check, unscorable tokens masked, TRL's loss (its forward
-                 feeds the value head and the ratio statistics), the value loss, the optional supervised term.
+                 feeds the value head and the ratio statistics, its head scores the loss mask's tokens only:
+                 `policy_head`), the value loss, the optional supervised term.
     optimizer    `create_optimizer`, `_clip_grad_norm`, `_get_grad_norm`: the value head in the optimizer and in the
                  same clipping. After the step, callbacks sync the reference adapter and check the value head moved.
     logging      `log`: memory and the reference sync count join the log; the health detectors run on it (a strict
@@ -47,6 +48,7 @@ from training.features.call_credit import CallCredit
 from training.features.dynamic_sampling import DynamicSampling
 from training.features.environment_metrics import EnvironmentMetrics
 from training.features.forcing import Forcing, Plan, policy_logps
+from training.features.policy_token_head import PolicyTokenHead
 from training.features.record_at_sample import RecordAtSample, recorded_logps_tensor
 from training.features.reference import ReferenceAdapter
 from training.features.reward_checks import RewardChecks, local_rewards_and_groups
@@ -153,6 +155,7 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.reward_checks = RewardChecks(self.reward_funcs, args.judge_kwargs, judge_settings,
                                           args.reward_magnitude_limit, args.strict_health)
         self.zero_std = ZeroStdWatch(args.zero_std_warn_threshold, args.zero_std_warn_steps, args.dynamic_sampling)
+        self.policy_head = PolicyTokenHead()
         self.value = ValueHeadFeature(args, unwrapped, self.accelerator, self.beta,
                                       self.is_deepspeed_enabled or self.is_fsdp_enabled, self.num_generations)
         self.heldout = HeldoutEvaluation(self, heldout_rows or [])
@@ -309,12 +312,13 @@ class StrictGRPOTrainer(GRPOTrainer):
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
             )
-        # TRL's loss forward: the value head reads its hidden states, the ratio statistics its log-probs.
+        # TRL's loss forward, its head scoring the loss mask's tokens only: the value head reads its hidden states,
+        # the ratio statistics its log-probs.
         loss.forward_seen = True
+        trl_forward = partial(super()._get_per_token_logps_and_entropies, model, input_ids, attention_mask,
+                              logits_to_keep, *args, **kwargs)
         with self.value.capturing():
-            result = super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
+            result = self.policy_head.forward(trl_forward, model, loss.batch, logits_to_keep)
             if self.value.enabled:
                 loss.values = self.value.values_and_advantages(loss.batch, logits_to_keep, result[0])
         self.record.log_ratio(result[0], loss.batch, self._metrics[self._mode])

@@ -137,7 +137,8 @@ class ValueHeadFeature:
         if unscorable.any():
             rows = unscorable.nonzero().flatten().tolist()
             raise ValueError(f"value head: completions {rows} got no reward from any reward function (all None)")
-        kl = logps - batch["ref_per_token_logps"] if self.args.value_kl_coef else None  # k1 estimate of the KL
+        # k1 estimate of the KL, on the policy's own tokens (the loss forward scores no others: policy_token_head.py)
+        kl = (logps - batch["ref_per_token_logps"]) * loss_mask(batch) if self.args.value_kl_coef else None
         settings = AdvantageSettings(
             gamma=self.args.gamma, lam=self.args.lam, group_size=self.group_size, kl=kl,
             kl_coef=self.args.value_kl_coef,
