@@ -108,6 +108,18 @@ def test_dynamic_sampling_with_a_value_head(make_env_trainer, estimator):
     check_cell(run_cell(make_env_trainer, *cell), *cell)
 
 
+def test_the_recipes_loss_type_with_every_feature_on(make_env_trainer):
+    """The causal recipes train under `loss_type: dr_grpo` (a constant normaliser), where the cells above use TRL's
+    default `dapo`: beside dynamic sampling, a value head, forcing, reference sync and two iterations the cell's checks
+    hold too."""
+    cell = (True, "gae", True, True, 2)
+    trainer = make_env_trainer(flags=cell_flags(True), max_steps=2, loss_type="dr_grpo",
+                               **cell_settings(True, "gae", True, 2))
+    assert trainer.loss_type == "dr_grpo"
+    trainer.train()
+    check_cell(training_logs(trainer.args.output_dir), *cell)
+
+
 def test_value_loss_of_an_all_forced_micro_batch_is_zero_not_nan(make_env_trainer):
     """Found by hand: a micro-batch whose rows are all forced has an empty loss mask, and the value loss divided 0 by
     0 (FloatingPointError: value/loss is nan). FORCE_RATE=1 makes every micro-batch so."""
