@@ -1,7 +1,7 @@
 """Train a causal policy on a user's SCM file, no rows written by hand:
 
     python -m training.tasks.causal.train_scm --scm examples/scms/cbo_toy.yaml --output_dir runs/cbo/policy \\
-        [--budget 6 --initial_samples 10 --train_rows 64 --heldout_rows 64] [any training.train flag]
+        [--budget 6 --initial_samples 10 --train_rows 64 --heldout_rows 128] [any training.train flag]
 
 makes the SCM's train rows (`--train_rows` of them, with the teacher's traces: what forcing and a `--warm_start_steps`
 warm start replay; the recipe's starting policy was built on the bundled rows' traces) and
@@ -58,8 +58,9 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--budget", type=int, default=None, help="calls per episode")
     parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
     parser.add_argument("--train_rows", type=int, default=64, help="train rows (episodes of the SCM)")
-    parser.add_argument("--heldout_rows", type=int, default=64,
-                        help="held-out rows (episodes of the SCM: the units of the end-of-run comparison)")
+    parser.add_argument("--heldout_rows", type=int, default=128,
+                        help="held-out rows (episodes of the SCM: the units of the end-of-run comparison; the recipe "
+                             "compares over at most heldout_max_samples of them, 128)")
     for old in RENAMED:
         parser.add_argument(old, action=Renamed, help=f"renamed {RENAMED[old]}")
     parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
