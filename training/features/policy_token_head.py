@@ -49,16 +49,17 @@ class PolicyTokenHead:
         """Run `trl_forward` (TRL's `_get_per_token_logps_and_entropies` for this batch, through `model`) scoring
         only the loss mask's tokens; returns its (log-probs, entropies, aux loss)."""
         keep = loss_mask(batch).bool()
-        seen = []
+        seen = 0  # rows through the head so far: TRL may split the batch into chunks
 
         def only_loss_tokens(module, args, kwargs):
+            nonlocal seen
             labels = kwargs.get("labels")
             if labels is None or not kwargs.get("fused_lm_head"):
                 return None
-            rows = keep[sum(seen): sum(seen) + labels.size(0)]
-            seen.append(labels.size(0))
+            rows = keep[seen: seen + labels.size(0)].to(labels.device)
+            seen += labels.size(0)
             labels = labels.clone()
-            labels[:, -logits_to_keep:] = labels[:, -logits_to_keep:].masked_fill(~rows.to(labels.device), -100)
+            labels[:, -logits_to_keep:] = labels[:, -logits_to_keep:].masked_fill(~rows, -100)
             kwargs["labels"] = labels
             return args, kwargs
 
@@ -68,8 +69,8 @@ class PolicyTokenHead:
                 logps, entropies, aux_loss = trl_forward()
         finally:
             handle.remove()
-        if sum(seen) != keep.size(0):
-            raise RuntimeError(f"policy_token_head: the loss forward passed {sum(seen)} of the batch's {keep.size(0)} "
+        if seen != keep.size(0):
+            raise RuntimeError(f"policy_token_head: the loss forward passed {seen} of the batch's {keep.size(0)} "
                                "rows through the fused LM head; TRL's loss forward has changed")
         old = batch.get("old_per_token_logps")
         if old is not None:

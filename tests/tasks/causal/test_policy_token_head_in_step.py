@@ -5,6 +5,8 @@ meets."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import trl.trainer.utils as trl_utils
@@ -70,3 +72,19 @@ def test_the_loss_forward_scores_only_the_loss_tokens_with_the_same_loss_and_gra
     assert grads.keys() == full_grads.keys() and any(g.abs().sum() > 0 for g in grads.values())
     for name, grad in grads.items():
         torch.testing.assert_close(grad, full_grads[name], rtol=1e-4, atol=1e-8, msg=name)
+
+
+def test_unscored_positions_take_the_old_logprobs_so_their_ratio_is_one(tmp_path):
+    """The head never scores a tool result's tokens; their log-probs are the old ones, so TRL's ratio there is
+    exactly 1 whatever the old value. An old log-prob of -100 off the mask (exp(100) overflows float32) leaves the
+    loss finite and as it was: with a 0 there, the masked-out ratio would be inf and the masked loss NaN."""
+    flags = StrictFlags(force_rate=0.0, assist_warmup=0, rl_disable_forced=True, ppo_record_at_sample=True,
+                        strict_traj_keys=True)
+    trainer = build_sampled_causal_trainer(str(tmp_path), str(STARTING_POLICY_DIR), flags, **EPISODE)
+    trainer.current_gradient_accumulation_steps = 1
+    batch = score(trainer)
+    keep = loss_mask(batch).bool()
+    loss = trainer._compute_loss(trainer.model, dict(batch)).item()
+    far = dict(batch, old_per_token_logps=batch["old_per_token_logps"].masked_fill(~keep, -100.0))
+    far_loss = trainer._compute_loss(trainer.model, far).item()
+    assert math.isfinite(far_loss) and far_loss == pytest.approx(loss, rel=1e-6, abs=1e-9)
