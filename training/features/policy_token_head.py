@@ -3,9 +3,8 @@
 TRL's fused LM head (`trl.trainer.utils.add_fused_lm_head`) scores every completion position whose label is not
 -100, tool results included; and on a device without Triton (the CPU) it scores every position of the sequence,
 prompt and padding too, so that a compiler (Neuron's) sees the same tile shapes at every batch. A tool episode is
-mostly tool results: on the causal main job the loss forward scored about 13,000 positions a step where the loss
-reads about 900 (the policy's own tokens), and the head's projection, softmax statistics and their backward took
-about a third of the loss forward and backward (`benchmarks/loss_head_cost.py`).
+mostly tool results, so on the causal main job the head scored over ten times the positions the loss reads (the
+policy's own tokens); what that cost: `benchmarks/loss_head_cost.py`, in BENCHMARKS.md.
 
 During the loss forward (the one with gradients; TRL's other forwards are untouched) this feature:
 - sets the labels of the completion positions outside the loss mask (`trajectory.loss_mask`: padding, tool results,
