@@ -65,7 +65,7 @@ from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start import FineTuneSettings, encoded_digest, fine_tune
 from training.run_setup.warm_start_tools import encode_messages, reference_trace, with_observation
 from training.tasks.causal.env import CausalEnv
-from training.tasks.causal.policies.belief_line import teacher
+from training.tasks.causal.policies.belief_line import IMITABLE_RULES, teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policy_episodes import lm_episodes
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
@@ -96,6 +96,12 @@ class BuildSettings:
     acceptance_rows: int = 32
     acceptance_bar: float = 0.9  # of the greedy valid calls that make the teacher's choice, and of the calls valid
     device: str = "cpu"  # the fine-tune's and the acceptance episodes' torch device ("cuda" on a GPU machine)
+    imitated: str = "teacher"  # whose choices the traces make (`policies.belief_line.IMITABLE_RULES`): the shipped
+    # build imitates the teacher; "one_step" builds the imitation ceiling (the one-step rule, which GRPO never sees)
+
+    def __post_init__(self):
+        if self.imitated not in IMITABLE_RULES:
+            raise BadInputError(f"--imitated: one of {', '.join(IMITABLE_RULES)}, got {self.imitated!r}")
 
 
 def sha256(path: Path) -> str:
@@ -113,21 +119,21 @@ def episode_row(row: dict, k: int) -> dict:
     return {**row, **scm_row(scm, seed=row["seed"], budget=row["budget"], initial_samples=row["initial_samples"])}
 
 
-def _play(job: tuple[dict, int, float]) -> list[dict]:
+def _play(job: tuple[dict, int, float, str]) -> list[dict]:
     """The conversation of the teacher's episode k of a row (a worker's job)."""
-    row, k, other_share = job
+    row, k, other_share, rule = job
     row = episode_row(row, k)
-    record = run_policy(teacher(other_share), row, k)
+    record = run_policy(teacher(other_share, rule), row, k)
     played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
                                                          for s in record.steps])}
     return reference_trace(with_observation(played, record.reset_text), [s.outcome for s in record.steps])
 
 
 def play(rows: list[dict], episodes_per_row: int, show_progress: bool = False,
-         other_share: float = 0.0) -> list[list[dict]]:
-    """The teacher's episodes 0 .. episodes_per_row - 1 of every row (`teacher(other_share)`), on every core, in
-    order."""
-    jobs = [(row, k, other_share) for row in rows for k in range(episodes_per_row)]
+         other_share: float = 0.0, rule: str = "teacher") -> list[list[dict]]:
+    """The teacher's episodes 0 .. episodes_per_row - 1 of every row (`teacher(other_share, rule)`), on every core,
+    in order."""
+    jobs = [(row, k, other_share, rule) for row in rows for k in range(episodes_per_row)]
     with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
         return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc="teacher episodes",
                          unit="episode", disable=not show_progress))
@@ -165,7 +171,7 @@ def call_shares(records: list[dict]) -> dict[str, float]:
 
 def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
     """Greedy (and, recorded beside, sampled) episodes of the model on the first `acceptance_rows` held-out SCMs:
-    the share of valid calls that make the teacher's choice, and whether it reaches `acceptance_bar`."""
+    the share of valid calls that make the imitated rule's choice, and whether it reaches `acceptance_bar`."""
     spec = spec or spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
     rows = load_rows(DATA_FILES[1])[: settings.acceptance_rows]
     sampled_settings = EpisodeSettings.from_spec(replace(spec, samples_per_prompt=1, greedy=False))
@@ -181,7 +187,7 @@ def acceptance(model, tokenizer, settings: BuildSettings, spec=None) -> dict:
     greedy = out["greedy"]
     made = greedy["valid_calls"] + (greedy["invalid_calls"] + greedy["malformed_calls"]) * len(rows)
     greedy["valid_share"] = greedy["valid_calls"] / made if made else 0.0
-    out["passed"] = min(greedy["follows_teacher"], greedy["valid_share"]) >= settings.acceptance_bar
+    out["passed"] = min(greedy[f"follows_{settings.imitated}"], greedy["valid_share"]) >= settings.acceptance_bar
     return out
 
 
@@ -202,7 +208,7 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
 
     rows = load_rows(DATA_FILES[0])
     tokenizer = AutoTokenizer.from_pretrained(base)
-    played = play(rows, settings.episodes_per_row, show_progress, settings.other_option_share)
+    played = play(rows, settings.episodes_per_row, show_progress, settings.other_option_share, settings.imitated)
     traces = encode_traces(tokenizer, played, spec.template_kwargs)
     losses: dict[int, float] = {}
     fine = FineTuneSettings(steps=settings.steps, lr=settings.lr, batch_size=settings.batch_size, seed=settings.seed,
@@ -217,7 +223,7 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
         "command": command, **commit, "base_model": Path(base).name,
         "data": {str(p.relative_to(REPO)): sha256(p) for p in DATA_FILES},
         "recipe": {str(CAUSAL_RECIPE.relative_to(REPO)): sha256(CAUSAL_RECIPE)},
-        "traces": {"teacher": len(traces), "digest": encoded_digest(traces),
+        "traces": {settings.imitated: len(traces), "digest": encoded_digest(traces),
                    "first_digest": encoded_digest(traces[:VERIFIED_TRACES])},
         "numerics": {**numerics(threads=True), **device_name(settings.device)}, "settings": asdict(settings),
         "training": {"final_loss": final_loss, "loss_every_50_steps": losses},
@@ -270,7 +276,8 @@ def verify(path: Path) -> list[str]:
         settings = BuildSettings(**record["settings"])
         spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
         rows = load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)]
-        traces = play(rows, settings.episodes_per_row, other_share=settings.other_option_share)[:VERIFIED_TRACES]
+        traces = play(rows, settings.episodes_per_row, other_share=settings.other_option_share,
+                      rule=settings.imitated)[:VERIFIED_TRACES]
         encoded = encode_traces(AutoTokenizer.from_pretrained(path), traces, spec.template_kwargs)
         if encoded_digest(encoded) != record["traces"]["first_digest"]:
             problems.append(f"the first {VERIFIED_TRACES} traces render differently from the build's (the "
@@ -311,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"out": str(out), "acceptance": record["acceptance"]}, indent=2))
             if not record["acceptance"]["passed"]:
                 greedy = record["acceptance"]["greedy"]
-                print(f"rejected: greedy calls made the teacher's choice in {greedy['follows_teacher']:.3f} of valid "
+                print(f"rejected: greedy calls made the {settings.imitated} rule's choice in "
+                      f"{greedy[f'follows_{settings.imitated}']:.3f} of valid "
                       f"calls and were valid in {greedy['valid_share']:.3f} of calls (each must reach "
                       f"{settings.acceptance_bar}); written to {out}-rejected", file=sys.stderr)
                 return 1

@@ -48,23 +48,31 @@ class TeacherPolicy:
     """The rule; with `other_share` > 0, another listed option (uniformly) in that share of the calls that have one:
     how the starting policy's traces are played (`starting_policy.BuildSettings.other_option_share`), so that the
     student samples the options GRPO has to weigh instead of copying one deterministically. The baseline is the rule
-    alone (0)."""
+    alone (0). `rule`: whose choice the traces make, "teacher" (the last option) or "one_step" (the one-step rule's,
+    `Belief.best`): the imitation-ceiling build (`starting_policy.BuildSettings.imitated`), never the shipped one."""
 
     name = "teacher"
 
-    def __init__(self, other_share: float = 0.0):
+    def __init__(self, other_share: float = 0.0, rule: str = "teacher"):
         if not 0.0 <= other_share < 1.0:
             raise ValueError(f"other_share must be in [0, 1), got {other_share}")
+        if rule not in IMITABLE_RULES:
+            raise ValueError(f"rule must be one of {IMITABLE_RULES}, got {rule!r}")
         self.other_share = other_share
+        self.rule = rule
 
     def __call__(self, env, rng: np.random.Generator) -> tuple[str, dict]:
         belief = _shown(env)
-        choice = belief.teacher_choice
+        choice = belief.teacher_choice if self.rule == "teacher" else belief.best
         if self.other_share and choice is not None and len(belief.options) > 1 and rng.random() < self.other_share:
-            choice = belief.options[int(rng.integers(len(belief.options) - 1))]  # any but the last
+            others = [o for o in belief.options if o is not choice]  # the teacher's: any but the last
+            choice = others[int(rng.integers(len(others)))]
         return _choose(belief, choice)
 
 
-def teacher(other_share: float = 0.0) -> TeacherPolicy:
+IMITABLE_RULES = ("teacher", "one_step")  # `StepRecord.follows_<rule>` says whether a call made that rule's choice
+
+
+def teacher(other_share: float = 0.0, rule: str = "teacher") -> TeacherPolicy:
     """The starting policy's teacher (`TeacherPolicy`)."""
-    return TeacherPolicy(other_share)
+    return TeacherPolicy(other_share, rule)
