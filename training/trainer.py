@@ -52,6 +52,7 @@ from training.features.policy_token_head import PolicyTokenHead
 from training.features.record_at_sample import RecordAtSample, recorded_logps_tensor
 from training.features.reference import ReferenceAdapter
 from training.features.reward_checks import RewardChecks, local_rewards_and_groups
+from training.features.step_credit import StepCredit
 from training.features.tools import ToolCalls
 from training.features.turn_limits import TurnLimits
 from training.features.value_head import ValueHeadFeature, ValueHeadStepCallback
@@ -147,6 +148,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                 self.generation_config = self.turn_limits.generation_config(self.generation_config)
                 self.generation_kwargs = self.turn_limits.generation_kwargs(self.generation_kwargs)
         self.call_credit = CallCredit(args.call_credit)
+        self.step_credit = StepCredit(args.step_credit, args.step_credit_weight)
         self.environment_metrics = EnvironmentMetrics()
         self.dynamic_sampling = DynamicSampling(args, self.train_dataset, self.num_generations, args.seed,
                                                 self.accelerator.process_index)
@@ -216,10 +218,16 @@ class StrictGRPOTrainer(GRPOTrainer):
         batch["sequence_rewards"], batch["group_ids"] = local_rewards_and_groups(
             scored.rewards_per_func, self.reward_weights, len(inputs), self.accelerator.process_index, group_size
         )
-        if self.call_credit.enabled:  # per-token advantages from each call's reward, in place of TRL's per episode
-            batch["advantages"] = self.call_credit.advantages(
-                batch, self.environments, scored.episode_tools, self.reward_func_names, self.reward_weights,
-                scored.rewards_per_func, group_size, self.accelerator, metrics)
+        if self.call_credit.enabled or self.step_credit.enabled:  # per-call rewards, by model turn
+            table = self.call_credit.table(batch, self.environments, scored.episode_tools, self.reward_func_names,
+                                           self.reward_weights, scored.rewards_per_func, self.accelerator,
+                                           require_terms=self.call_credit.enabled)
+            if self.call_credit.enabled:  # per-token advantages from each call's reward, in place of TRL's per episode
+                batch["advantages"] = self.call_credit.advantages(table, group_size, self.accelerator, metrics)
+            if self.step_credit.enabled:  # each call against the calls made from the same state
+                batch["advantages"] = self.step_credit.advantages(batch["advantages"], table, scored.episode_tools,
+                                                                  self.environments, group_size, self.accelerator,
+                                                                  metrics)
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
         self.turn_limits.exclude_void(batch, scored.void_rollouts, self.accelerator)
         log_gradient_weight(batch, self.accelerator, metrics)
@@ -239,8 +247,8 @@ class StrictGRPOTrainer(GRPOTrainer):
             counts = None
             self.call_credit.start()
             if self.tool_calls.enabled:  # TRL built one {name: tool} dict per rollout just before this call
-                self._sync_tool_dicts, counts, episode_tools = self.tool_calls.wrap(self._sync_tool_dicts,
-                                                                                    self.call_credit.clock)
+                self._sync_tool_dicts, counts, episode_tools = self.tool_calls.wrap(
+                    self._sync_tool_dicts, self.call_credit.clock, self.step_credit.state_readers(self.environments))
                 if self._round is not None:
                     self._round.episode_tools = episode_tools
             with self._turn_cache() as cache:

@@ -40,6 +40,7 @@ from training.evaluation.episode_streams import seeded_sampling_kwargs
 from training.evaluation.pairing_seeds import stream_seed
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
+from training.tool_use.state_keys import state_reader
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 from training.tool_use.turn_end import TurnEnd, resolved_limit, turn_end
 from training.tool_use.turn_cache import TurnCache
@@ -48,7 +49,9 @@ from training.tool_use.turn_cache import TurnCache
 @dataclass
 class PlayedEpisode:
     """One finished episode: its id (row, sample), its sampling seed (None: greedy), its environment (read it for
-    the reward, the record), the tool-layer refusals by kind, the tool exceptions, and the completion's tokens."""
+    the reward, the record), the tool-layer refusals by kind, the tool exceptions, the completion's tokens, where each
+    model turn starts in them, and the tools it called through (`episode_tools`: each call's turn and, where the
+    environment names its state, the state it was made in)."""
 
     row: int
     sample: int
@@ -60,6 +63,18 @@ class PlayedEpisode:
     completion_ids: list[int] = field(default_factory=list)
     tools: list = field(default_factory=list)
     table: dict = field(default_factory=dict)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)  # each model turn's tokens in `completion_ids`
+    episode_tools: EpisodeTools | None = None
+
+    @property
+    def turns(self) -> int:
+        """Model turns taken (replayed ones included)."""
+        return len(self.turn_spans)
+
+    def turn_ids(self, turn: int) -> list[int]:
+        """The tokens the model wrote in `turn` (its call and the template's tail, not the tool replies after it)."""
+        start, end = self.turn_spans[turn]
+        return self.completion_ids[start:end]
 
 
 def sampling_chat_template(tokenizer) -> str | None:
@@ -131,9 +146,22 @@ def _start(env_factory, row: dict, index: int, sample: int, seed: int | None, re
         prompt, tools=list(tools.values()), chat_template=settings.chat_template, add_generation_prompt=True,
         tokenize=True, return_dict=False, **settings.template_kwargs,
     )
-    return PlayedEpisode(row=index, sample=sample, seed=seed, env=env, malformed=malformed,
-                         prompt_ids=list(prompt_ids), tools=list(tools.values()),
-                         table=EpisodeTools(tools, malformed, settings.max_tool_calls).as_tool_dict())
+    episode = PlayedEpisode(row=index, sample=sample, seed=seed, env=env, malformed=malformed,
+                            prompt_ids=list(prompt_ids), tools=list(tools.values()))
+    episode.episode_tools = EpisodeTools(tools, malformed, settings.max_tool_calls, clock=lambda: episode.turns - 1,
+                                         state=state_reader(env))
+    episode.table = episode.episode_tools.as_tool_dict()
+    return episode
+
+
+def _prepared(tokenizer, settings: EpisodeSettings) -> tuple:
+    """The tokenizer able to parse tool calls strictly and the settings with the template TRL renders with."""
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        tokenizer = add_response_schema(tokenizer)  # as GRPOTrainer does for tool runs, so tool calls can be parsed
+    install_strict_parsing(tokenizer)
+    if settings.chat_template is None:
+        settings = replace(settings, chat_template=sampling_chat_template(tokenizer))
+    return tokenizer, settings
 
 
 @torch.no_grad()
@@ -142,11 +170,7 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
     """`settings.episodes_per_row` episodes of every row, in order (row 0's first), played to the end (module
     docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). The model is left in the
     mode it was in."""
-    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
-        tokenizer = add_response_schema(tokenizer)  # as GRPOTrainer does for tool runs, so tool calls can be parsed
-    install_strict_parsing(tokenizer)
-    if settings.chat_template is None:
-        settings = replace(settings, chat_template=sampling_chat_template(tokenizer))
+    tokenizer, settings = _prepared(tokenizer, settings)
     reset = reset or _default_reset
     sampled = settings.sampling is not None
     plan = [(i, k) for i in range(len(rows)) for k in range(settings.episodes_per_row)]
@@ -188,9 +212,8 @@ def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSett
 def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
     rule = episode_turn_end(model, tokenizer, settings)
     gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": rule.sampler_stops}
-    context, max_len = model.config.max_position_embeddings, settings.max_completion_length
+    max_len = settings.max_completion_length
     active = list(episodes)
-    iteration = 0
     while active:
         inputs = [ep.prompt_ids + ep.completion_ids for ep in active]
         width = max(len(x) for x in inputs)
@@ -201,23 +224,82 @@ def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: Episo
             ids[j, width - len(x):] = torch.tensor(x)
             attention[j, width - len(x):] = 1
         draw = ({"do_sample": False} if settings.sampling is None
-                else seeded_sampling_kwargs(settings.sampling, [stream_seed(ep.seed, iteration) for ep in active]))
+                else seeded_sampling_kwargs(settings.sampling, [stream_seed(ep.seed, ep.turns) for ep in active]))
         out = model.generate(input_ids=ids.to(model.device), attention_mask=attention.to(model.device),
                              max_new_tokens=max(min(room, rule.limit), 1), **gen, **draw)[:, width:].tolist()
         still = []
         for ep, new in zip(active, out, strict=True):
             new, _ = rule.finish(new)  # at its first stop, its call's closing token (the tail appended) or the limit
-            new = new[: max_len - len(ep.completion_ids)]
-            prefix = ep.prompt_ids + ep.completion_ids
-            ep.completion_ids += new
-            message = parse_response(tokenizer, new, prefix=prefix, tools=ep.tools) if new else {}
-            if not message.get("tool_calls") or iteration >= settings.max_iterations:
-                continue
-            tool_messages = _run_calls(message, ep)
-            suffix = tool_suffix_ids(tokenizer, settings.chat_template, settings.template_kwargs, tool_messages)
-            if len(ep.completion_ids) + len(suffix) > max_len or len(prefix) + len(new) + len(suffix) >= context:
-                continue  # TRL drops the reply and ends the episode here; the calls have run
-            ep.completion_ids += suffix
-            still.append(ep)
+            if take_turn(ep, new, tokenizer, model.config.max_position_embeddings, settings):
+                still.append(ep)
         active = still
-        iteration += 1
+
+
+def take_turn(ep: PlayedEpisode, new: list[int], tokenizer, context: int, settings: EpisodeSettings) -> bool:
+    """The model's turn `new` joins the episode: its calls run and their replies are appended, as TRL's loop does.
+    Whether the episode goes on (a call was made, the iteration limit not reached and the replies fit)."""
+    new = new[: settings.max_completion_length - len(ep.completion_ids)]
+    prefix = ep.prompt_ids + ep.completion_ids
+    iteration = ep.turns
+    ep.turn_spans.append((len(ep.completion_ids), len(ep.completion_ids) + len(new)))
+    ep.completion_ids += new
+    message = parse_response(tokenizer, new, prefix=prefix, tools=ep.tools) if new else {}
+    if not message.get("tool_calls") or iteration >= settings.max_iterations:
+        return False
+    tool_messages = _run_calls(message, ep)
+    suffix = tool_suffix_ids(tokenizer, settings.chat_template, settings.template_kwargs, tool_messages)
+    if len(ep.completion_ids) + len(suffix) > settings.max_completion_length or len(prefix) + len(new) + len(
+            suffix) >= context:
+        return False  # TRL drops the reply and ends the episode here; the calls have run
+    ep.completion_ids += suffix
+    return True
+
+
+@dataclass(frozen=True)
+class Branch:
+    """An episode to start from a turn of another: the row (index and dict) and episode `sample` it was played on,
+    the model turns to replay first (each a turn's tokens: the episode's own, or a forced call), and the seed its
+    own turns draw from (None: greedy)."""
+
+    row_index: int
+    row: dict
+    sample: int
+    turns: tuple[tuple[int, ...], ...]
+    seed: int | None
+
+
+def continue_branches(model, tokenizer, branches: list[Branch], env_factory, settings: EpisodeSettings,
+                      reset: Callable | None = None, batch_size: int = 32, play: bool = True) -> list[PlayedEpisode]:
+    """Each branch as an episode: started as `play_episodes` starts one (`reset(env, row, sample)`), its turns replayed
+    (their calls run in a fresh environment, as the episode's own did), then, with `play`, played on by `model` to
+    the end, its sampled turns from `stream_seed(seed, turn)`. A branch whose replayed turns ended the episode is
+    returned as it stands. The model is left in the mode it was in."""
+    tokenizer, settings = _prepared(tokenizer, settings)
+    reset = reset or _default_reset
+    was_training = model.training
+    model.eval()
+    played = []
+    try:
+        with seeded_rng(settings.seed, model.device):
+            _continue(model, tokenizer, branches, env_factory, settings, reset, batch_size if play else len(branches),
+                      played, play)
+    finally:
+        model.train(was_training)
+    return played
+
+
+def _continue(model, tokenizer, branches, env_factory, settings, reset, batch_size, played, play) -> None:
+    for start in range(0, len(branches), batch_size):
+        chunk, going = [], []
+        for branch in branches[start : start + batch_size]:
+            ep = _start(env_factory, branch.row, branch.row_index, branch.sample, branch.seed, reset, tokenizer,
+                        settings)
+            alive = all(take_turn(ep, list(turn), tokenizer, model.config.max_position_embeddings, settings)
+                        for turn in branch.turns)
+            chunk.append(ep)
+            if alive:
+                going.append(ep)
+        if going and play:
+            with torch.no_grad():
+                _play(model, tokenizer, going, settings)
+        played.extend(chunk)

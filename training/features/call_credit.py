@@ -25,6 +25,7 @@ calls' tokens up).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -33,6 +34,19 @@ from training.algorithms.turn_advantages import token_advantages, token_turns, t
 
 class CallCreditError(RuntimeError):
     """What `call_credit` needs from the environment or the rewards is missing or inconsistent."""
+
+
+@dataclass
+class TurnTable:
+    """This process's rollouts by model turn: each turn's weighted reward (B_local, K), whether it exists, whether it
+    made a call the tools refused, each completion token's turn (B_local, T; -1 off the model's turns) and the first
+    rollout's index among all processes'."""
+
+    rewards: torch.Tensor
+    exists: torch.Tensor
+    refused: torch.Tensor
+    turns: torch.Tensor
+    start: int
 
 
 class CallCredit:
@@ -50,10 +64,11 @@ class CallCredit:
         """The model turn whose tool calls run now: the last one generated."""
         return self.turn - 1
 
-    def advantages(self, batch: dict, environments: list, episode_tools: list, names: list[str],
-                   weights: torch.Tensor, rewards_per_func: torch.Tensor, group_size: int, accelerator,
-                   metrics: dict) -> torch.Tensor:
-        """(B_local, T) advantages of this process's rollouts (module docstring)."""
+    def table(self, batch: dict, environments: list, episode_tools: list, names: list[str], weights: torch.Tensor,
+              rewards_per_func: torch.Tensor, accelerator, require_terms: bool = True) -> TurnTable:
+        """This process's rollouts' rewards per model turn (module docstring). Without `require_terms` (step credit
+        alone) an environment that reports no per-call terms (`call_rewards`) is allowed: a rollout's weighted
+        reward is then its last turn's, and no turn counts as refused."""
         if "tool_mask" not in batch:
             raise CallCreditError("call_credit needs multi-turn tool rollouts (the batch has no tool_mask)")
         turns = token_turns(batch["tool_mask"], batch["completion_mask"])
@@ -67,10 +82,15 @@ class CallCredit:
         start = accelerator.process_index * n_local
         exists = torch.zeros_like(local_rewards)
         refused = torch.zeros_like(local_rewards)
+        per_call = require_terms or all(hasattr(type(env), "call_rewards") for env in environments)
         for i, (env, tools) in enumerate(zip(environments, episode_tools, strict=True)):
             if torch.isnan(rewards_per_func[start + i]).any():
                 continue  # unscorable (counted by the reward checks): no credit, as TRL gives it advantage 0
-            exists[i, : int(turns[i].max().item()) + 1] = 1.0
+            last = int(turns[i].max().item())
+            exists[i, : last + 1] = 1.0
+            if not per_call:
+                local_rewards[i, max(last, 0)] = float((weights * rewards_per_func[start + i]).sum())
+                continue
             for turn in tools.refused_turns:
                 refused[i, self._turn_index(start + i, turn, width, "a refused call")] = 1.0
             terms = self._terms(env, names)
@@ -84,13 +104,18 @@ class CallCredit:
                                           f"reward function gave {given!r}")
             for turn, term in zip(tools.forwarded_turns, terms, strict=True):
                 local_rewards[i, self._turn_index(start + i, turn, width, "a call")] += sum(float(w) * term[name] for w, name in zip(weights, names, strict=True))
-        refused = refused * exists
-        all_rewards, all_exists = accelerator.gather(local_rewards), accelerator.gather(exists)
-        group_ids = torch.arange(all_rewards.size(0), device=turns.device) // group_size
-        adv = turn_advantages(all_rewards, all_exists, group_ids, accelerator.gather(refused))[start : start + n_local]
+        return TurnTable(local_rewards, exists, refused * exists, turns, start)
+
+    def advantages(self, table: TurnTable, group_size: int, accelerator, metrics: dict) -> torch.Tensor:
+        """(B_local, T) advantages of this process's rollouts (module docstring)."""
+        all_rewards, all_exists = accelerator.gather(table.rewards), accelerator.gather(table.exists)
+        group_ids = torch.arange(all_rewards.size(0), device=table.turns.device) // group_size
+        n_local = table.turns.size(0)
+        adv = turn_advantages(all_rewards, all_exists, group_ids,
+                              accelerator.gather(table.refused))[table.start : table.start + n_local]
         metrics["call_credit/turns"].append(float(all_exists.sum(dim=1).mean().item()))
-        token_adv = token_advantages(adv, turns)
-        self._log_malformed(adv, refused, token_adv, turns, accelerator, metrics)
+        token_adv = token_advantages(adv, table.turns)
+        self._log_malformed(adv, table.refused, token_adv, table.turns, accelerator, metrics)
         return token_adv
 
     @staticmethod

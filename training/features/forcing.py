@@ -53,7 +53,12 @@ def forced_tool_call_text(row: dict, index: int) -> str:
     calls = json.loads(row["reference_calls_json"])
     if not calls:
         raise ValueError(f"generation batch row {index}: 'reference_calls_json' is empty; nothing to force")
-    return "<tool_call>\n" + json.dumps({"name": calls[0]["name"], "arguments": calls[0]["arguments"]}) + "\n</tool_call>"
+    return tool_call_text(calls[0]["name"], calls[0]["arguments"])
+
+
+def tool_call_text(name: str, arguments: dict) -> str:
+    """A tool call as the assistant writes it in Qwen3's tool-call format."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
 def rows_in_loss(mask: torch.Tensor) -> torch.Tensor:

@@ -196,6 +196,20 @@ class StrictGRPOConfig(GRPOConfig):
             "have per-call terms, and advantage_estimator='grpo'.",
         },
     )
+    step_credit: bool = field(
+        default=False,
+        metadata={
+            "help": "Step-level credit (GiGPO's step groups): the calls a prompt's group made from the same state (the "
+            "environment's `state_key`) form a step group, and each call's advantage adds step_credit_weight x its "
+            "return from there minus the step group's mean, over the group's scale; a call alone in its state adds "
+            "nothing (training/algorithms/step_advantages.py, training/features/step_credit.py). On top of GRPO's "
+            "advantage or call_credit's. Needs an environment with a `state_key` property, and "
+            "advantage_estimator='grpo'.",
+        },
+    )
+    step_credit_weight: float = field(
+        default=1.0, metadata={"help": "w in A = A_outer + w * A_step (step_credit; GiGPO's default 1)."}
+    )
     vf_coef: float = field(
         default=0.1, metadata={"help": "Weight of the clipped value loss added to the policy loss (value head on)."}
     )
@@ -411,10 +425,12 @@ class StrictGRPOConfig(GRPOConfig):
         check_range("value_kl_coef", self.value_kl_coef, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         if self.advantage_estimator not in ESTIMATORS:  # the registry in training/algorithms/advantages.py
             raise ConfigError(f"advantage_estimator={self.advantage_estimator!r} is not one of {sorted(ESTIMATORS)}")
-        if self.call_credit and ESTIMATORS[self.advantage_estimator].needs_values:
-            raise ConfigError(f"call_credit=true sets the advantages per call, advantage_estimator="
-                              f"{self.advantage_estimator!r} sets them from a value head: choose one (call_credit "
-                              "with advantage_estimator='grpo')")
+        for name in ("call_credit", "step_credit"):
+            if getattr(self, name) and ESTIMATORS[self.advantage_estimator].needs_values:
+                raise ConfigError(f"{name}=true sets the advantages per call, advantage_estimator="
+                                  f"{self.advantage_estimator!r} sets them from a value head: choose one ({name} "
+                                  "with advantage_estimator='grpo')")
+        check_range("step_credit_weight", self.step_credit_weight, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         if self.max_turn_tokens is not None:
             check_int("max_turn_tokens", self.max_turn_tokens, 1)
         if self.void_turn_rule not in VOID_TURN_RULES:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from transformers.utils import get_json_schema
 
@@ -135,24 +136,40 @@ class EpisodeTools:
         max_calls: tool calls allowed per episode; later calls are refused as `too_many_turns`.
         clock: when given, the model turn of the call now running; the turn of every call passed on to a tool is
             kept in `forwarded_turns`, of every refused one in `refused_turns` (training/features/call_credit.py).
+        state: with `clock`, what reads the environment's state key (training/tool_use/state_keys.py): each turn's
+            first call notes, in `turn_states`, the calls attempted before it and the key, and in `turn_histories`
+            those calls themselves (training/features/step_credit.py).
     """
 
     def __init__(self, tools: dict[str, Callable], counts: Counter, max_calls: int,
-                 clock: Callable[[], int] | None = None):
+                 clock: Callable[[], int] | None = None, state: Callable[[], Hashable] | None = None):
         self.tools = tools
         self.schemas = {name: get_json_schema(fn) for name, fn in tools.items()}
         self.counts = counts
         self.max_calls = max_calls
         self.calls = 0
         self.clock = clock
+        self.state = state
         self.forwarded_turns: list[int] = []
         self.refused_turns: list[int] = []
+        self.turn_states: dict[int, tuple[int, Hashable]] = {}
+        self.turn_histories: dict[int, tuple[str, ...]] = {}
+        self.history: list[str] = []  # every call attempted, as JSON text, in order
 
     def _refuse(self, kind: str, reason: str):
         self.counts[kind] += 1
         if self.clock is not None:
             self.refused_turns.append(self.clock())
         raise ToolCallError(f"{kind}: {reason}")
+
+    def _note(self, name: str, arguments: dict) -> None:
+        """Before a call runs: the state its turn was in (the turn's first call), then the call joins the history."""
+        if self.clock is not None and self.state is not None:
+            turn = self.clock()
+            if turn not in self.turn_states:
+                self.turn_states[turn] = (self.calls, self.state())
+                self.turn_histories[turn] = tuple(self.history)
+        self.history.append(json.dumps({"name": name, "arguments": arguments}, sort_keys=True, default=repr))
 
     def _budget(self) -> None:
         self.calls += 1
@@ -163,6 +180,7 @@ class EpisodeTools:
         fn = self.tools[name]
 
         def call(**arguments):
+            self._note(name, arguments)
             self._budget()
             errors = schema_argument_errors(self.schemas[name], arguments)
             if errors:
@@ -177,6 +195,7 @@ class EpisodeTools:
 
     def invalid_tool_call(self, kind: str, reason: str):
         """What the model gets back for a call `strict_parse_response` could not accept."""
+        self._note(INVALID_TOOL_CALL, {"kind": kind, "reason": reason})
         self._budget()
         self._refuse(kind, reason)
 

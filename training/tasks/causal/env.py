@@ -317,6 +317,13 @@ class CausalEnv:
         return step_rewards(self.record)
 
     @property
+    def state_key(self) -> tuple:
+        """The episode's state (training/tool_use/state_keys.py): its row, the environment's settings and the valid
+        calls so far, of which every later answer is a function (the same key `shared_work` shares work by). A
+        property, not a tool."""
+        return self._state
+
+    @property
     def belief(self) -> Belief | None:
         """The belief the last reply showed (reset's, or the last valid call's); a property, not a tool."""
         return self._belief

@@ -73,6 +73,14 @@ class WorkspaceEnv:
         self.goal = json.loads(goal_json)
         return None
 
+    @property
+    def state_key(self) -> tuple:
+        """The episode's state (training/tool_use/state_keys.py): the task, its goal, every channel's messages and
+        every ticket. A property, not a tool."""
+        channels = tuple((name, tuple(messages)) for name, messages in self.state.channels.items())
+        tickets = tuple((t.title, t.body, t.priority) for t in self.state.tickets)
+        return self.task, json.dumps(self.goal, sort_keys=True), channels, tickets
+
     def get_reward(self) -> float:
         """1.0 when the episode's goal holds in the final workspace state, else 0.0."""
         if self.task is None:
