@@ -63,9 +63,10 @@ class Timed:
         return timed
 
 
-def build(recipe: dict, model: str, kind: str, out: str) -> StrictGRPOTrainer:
+def build(recipe: dict, model: str, kind: str, out: str, **overrides) -> StrictGRPOTrainer:
     args = StrictGRPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
-                            logging_steps=1, dynamic_sampling=False, **{k: recipe[k] for k in CONFIG_KEYS})
+                            logging_steps=1, dynamic_sampling=False,
+                            **{**{k: recipe[k] for k in CONFIG_KEYS}, **overrides})
     lora = LoraConfig(r=recipe["lora_r"], lora_alpha=recipe["lora_alpha"], lora_dropout=recipe["lora_dropout"],
                       target_modules=recipe["lora_target_modules"], task_type="CAUSAL_LM")
     torch.manual_seed(0)  # the same LoRA initialisation in both trainers

@@ -39,20 +39,19 @@ import numpy as np
 import torch
 from scipy import stats
 
-from training.algorithms.step_advantages import episode_advantages, step_advantages, step_ids
-from training.algorithms.turn_advantages import rewards_to_go, turn_advantages
+from benchmarks.credit_estimators import estimates, table_steps
+from training.algorithms.turn_advantages import rewards_to_go
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.pairing_seeds import seed_word
 from training.evaluation.spec import load_policy, spec_from_recipe
 from training.evaluation.tool_loop import Branch, continue_branches, episode_turn_end, play_episodes
-from training.features.forcing import tool_call_text
+from training.features.forcing import policy_logps, tool_call_text
 from training.run_setup.models import resolve_model_path
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.reward_components import DEFAULT_WEIGHTS
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE
 
-ESTIMATORS = ("episode", "turn", "state", "state_std", "turn+state", "state+branch", "turn+state+branch")
 BRANCH_SEED_KEY = 0xB7A
 TRUTH_SEED_KEY = 0x7247
 
@@ -99,21 +98,6 @@ def table(groups: list[list[PlayedTurns]]) -> dict:
             "flat": flat}
 
 
-def estimates(t: dict, value_samples: dict[int, list[float]]) -> dict[str, torch.Tensor]:
-    """(B, K) advantages of each estimator (module docstring)."""
-    returns = rewards_to_go(t["rewards"] * t["exists"])
-    returns = torch.where(t["refused"].bool(), t["rewards"] * t["exists"], returns)
-    steps = torch.where(t["exists"].bool(), step_ids(t["group_ids"].tolist(), t["keys"]), -1)
-    episode = episode_advantages(returns[:, 0], t["group_ids"]).unsqueeze(1) * t["exists"]
-    turn = turn_advantages(t["rewards"], t["exists"], t["group_ids"], t["refused"])
-    step = step_advantages(returns, steps, t["group_ids"])
-    branched = step_advantages(returns, steps, t["group_ids"], value_samples)
-    return {"episode": episode, "turn": turn, "state": episode + step,
-            "state_std": episode + step_advantages(returns, steps, t["group_ids"], scale="step_group"),
-            "turn+state": turn + step, "state+branch": episode + branched, "turn+state+branch": turn + branched,
-            "_steps": steps}
-
-
 def forced_turn(tokenizer, rule, option: int) -> tuple[int, ...]:
     ids = tokenizer(tool_call_text("choose", {"option": option}), add_special_tokens=False)["input_ids"]
     return tuple(rule.finish(ids)[0])
@@ -143,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                        strict=True))
     env_factory = make_causal_env(args.surrogate)
     rows = load_rows(Path(args.split))[: args.groups]
+    print(f"groups: {len(rows)} rows x {args.group_size} episodes", flush=True)
     played = play_episodes(model, tokenizer, rows, env_factory, settings)
     groups = [[played_turns(ep, weights) for ep in played[g * args.group_size:(g + 1) * args.group_size]]
               for g in range(len(rows))]
@@ -163,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def branch_values(model, tokenizer, rows, env_factory, settings, t, groups, args, weights) -> dict[int, list[float]]:
     """`--branches` continuations from every state after the first turn of the groups: {step id: their returns}."""
-    steps = torch.where(t["exists"].bool(), step_ids(t["group_ids"].tolist(), t["keys"]), -1)
+    steps = table_steps(t)
     first: dict[int, tuple[int, int]] = {}  # step id -> (flat index, turn) of a call made there
     for i, p in enumerate(t["flat"]):
         for turn in range(1, len(p.rewards)):
@@ -177,6 +162,7 @@ def branch_values(model, tokenizer, rows, env_factory, settings, t, groups, args
             branches.append(Branch(p.episode.row, rows[p.episode.row], p.episode.sample, tuple(map(tuple,
                                    p.tokens[:turn])), seed_word(args.seed, BRANCH_SEED_KEY, s, b)))
             owners.append((s, turn))
+    print(f"value samples: {len(branches)} continuations from {len(first)} states", flush=True)
     out: dict[int, list[float]] = {}
     for (s, turn), ep in zip(owners, continue_branches(model, tokenizer, branches, env_factory, settings),
                              strict=True):
@@ -185,49 +171,76 @@ def branch_values(model, tokenizer, rows, env_factory, settings, t, groups, args
 
 
 def true_values(model, tokenizer, rows, env_factory, settings, t, rule, args, weights) -> list[dict]:
-    """The sampled states' option values Q and V (module docstring)."""
-    steps = torch.where(t["exists"].bool(), step_ids(t["group_ids"].tolist(), t["keys"]), -1)
+    """The sampled states' option values Q, V, each forced call's own reward and the policy's option probabilities
+    (module docstring)."""
+    where = state_calls(t)
+    rng = np.random.default_rng([args.seed, TRUTH_SEED_KEY])
+    chosen = sorted(rng.choice(sorted(where), size=min(args.states, len(where)), replace=False).tolist())
+    replayed = continue_branches(model, tokenizer, [_branch(t, rows, *where[s][0], None, ()) for s in chosen],
+                                 env_factory, settings, play=False)
+    states = [state_to_value(s, ep, where[s], t, tokenizer, rule) for s, ep in zip(chosen, replayed, strict=True)]
+    for state, ep in zip(states, replayed, strict=True):
+        state["policy"] = option_probabilities(model, tokenizer, ep, state["forced"], settings)
+    jobs = [(k, name, _branch(t, rows, *where[state["step"]][0], seed_word(args.seed, TRUTH_SEED_KEY, state["step"],
+                                                                             n, m), () if tokens is None else (tokens,)))
+            for k, state in enumerate(states) for n, (name, tokens) in enumerate([("V", None), *state["forced"].items()])
+            for m in range(args.rollouts)]
+    print(f"truth: {len(jobs)} continuations from {len(states)} states", flush=True)
+    values: dict[tuple[int, str], list[float]] = {}
+    first: dict[tuple[int, str], list[float]] = {}
+    for (k, name, _), ep in zip(jobs, continue_branches(model, tokenizer, [j[2] for j in jobs], env_factory,
+                                                        settings), strict=True):
+        played = played_turns(ep, weights)
+        turn = states[k]["turn"]
+        values.setdefault((k, name), []).append(return_from(played, turn))
+        first.setdefault((k, name), []).append(played.rewards[turn] if len(played.rewards) > turn else 0.0)
+    for k, state in enumerate(states):
+        names = [*state.pop("forced"), "V"]
+        state["Q"] = {n: float(np.mean(values[(k, n)])) for n in names if n != "V"}
+        state["Q_se"] = {n: float(np.std(values[(k, n)], ddof=1) / math.sqrt(len(values[(k, n)]))) for n in names}
+        state["immediate"] = {n: float(np.mean(first[(k, n)])) for n in names if n != "V"}
+        state["V"] = float(np.mean(values[(k, "V")]))
+    return states
+
+
+def state_calls(t) -> dict[int, list[tuple[int, int]]]:
+    """{step id: the (rollout, turn) of every call made from that state}."""
+    steps = table_steps(t)
     where: dict[int, list[tuple[int, int]]] = {}
     for i, p in enumerate(t["flat"]):
         for turn in range(len(p.rewards)):
             if int(steps[i, turn]) >= 0:
                 where.setdefault(int(steps[i, turn]), []).append((i, turn))
-    rng = np.random.default_rng([args.seed, TRUTH_SEED_KEY])
-    chosen = sorted(rng.choice(sorted(where), size=min(args.states, len(where)), replace=False).tolist())
-    replayed = continue_branches(model, tokenizer, [_branch(t, rows, *where[s][0], None, ()) for s in chosen],
-                                 env_factory, settings, play=False)
-    jobs, states = [], []
-    for s, ep in zip(chosen, replayed, strict=True):
-        i, turn = where[s][0]
-        if ep.env.state_key != t["keys"][i][turn][1]:  # the replay must reach the state the call was made in
-            raise RuntimeError(f"state {s}: replaying {turn} turns reached another state than the episode's")
-        options = list(ep.env.belief.options) if ep.env.belief is not None and ep.env.belief.known else []
-        forced = {f"option {k}": forced_turn(tokenizer, rule, k) for k in range(1, len(options) + 1)}
-        made = {}
-        for i2, turn2 in where[s]:
-            tokens = tuple(t["flat"][i2].tokens[turn2])
-            name = next((n for n, ids in forced.items() if ids == tokens), None)
-            made[(i2, turn2)] = name or f"call {i2}.{turn2}"
-            forced.setdefault(made[(i2, turn2)], tokens)
-        states.append({"step": s, "row": t["flat"][i].episode.row, "turn": turn, "options": len(options),
-                       "forced": forced, "made": made})
-        for n, (name, tokens) in enumerate([("V", None), *forced.items()]):
-            for m in range(args.rollouts):
-                jobs.append((len(states) - 1, name, _branch(t, rows, i, turn, seed_word(
-                    args.seed, TRUTH_SEED_KEY, s, n, m), () if tokens is None else (tokens,))))
-    values: dict[tuple[int, str], list[float]] = {}
-    results = continue_branches(model, tokenizer, [j[2] for j in jobs], env_factory, settings)
-    for (k, name, _), ep in zip(jobs, results, strict=True):
-        values.setdefault((k, name), []).append(return_from(played_turns(ep, weights), states[k]["turn"]))
-    for k, state in enumerate(states):
-        state["Q"] = {name: float(np.mean(values[(k, name)])) for name in state["forced"]}
-        state["Q_se"] = {name: float(np.std(values[(k, name)], ddof=1) / math.sqrt(len(values[(k, name)])))
-                         for name in state["forced"]}
-        state["V"] = float(np.mean(values[(k, "V")]))
-        state["V_se"] = float(np.std(values[(k, "V")], ddof=1) / math.sqrt(len(values[(k, "V")])))
-        state["made"] = [[i, turn, name] for (i, turn), name in state["made"].items()]
-        del state["forced"]
-    return states
+    return where
+
+
+def state_to_value(s: int, ep, calls: list[tuple[int, int]], t, tokenizer, rule) -> dict:
+    """What a state's truth forces: each listed option, and each call made there that is no option."""
+    i, turn = calls[0]
+    if ep.env.state_key != t["keys"][i][turn][1]:  # the replay must reach the state the call was made in
+        raise RuntimeError(f"state {s}: replaying {turn} turns reached another state than the episode's")
+    options = list(ep.env.belief.options) if ep.env.belief is not None and ep.env.belief.known else []
+    forced = {f"option {k}": forced_turn(tokenizer, rule, k) for k in range(1, len(options) + 1)}
+    made = []
+    for i2, turn2 in calls:
+        tokens = tuple(t["flat"][i2].tokens[turn2])
+        name = next((n for n, ids in forced.items() if ids == tokens), None) or f"call {i2}.{turn2}"
+        forced.setdefault(name, tokens)
+        made.append([i2, turn2, name])
+    return {"step": s, "row": t["flat"][i].episode.row, "turn": turn, "options": len(options), "forced": forced,
+            "made": made}
+
+
+def option_probabilities(model, tokenizer, ep, forced: dict, settings) -> dict[str, float]:
+    """The policy's probability of writing each listed option's call at the state, renormalised over the options."""
+    names = [n for n in forced if n.startswith("option ")]
+    if not names:
+        return {}
+    context = ep.prompt_ids + ep.completion_ids
+    logps = policy_logps(model, [context] * len(names), [list(forced[n]) for n in names],
+                         settings.sampling["temperature"], tokenizer.pad_token_id, model.device)
+    totals = torch.tensor([sum(lp) for lp in logps], dtype=torch.float64)
+    return dict(zip(names, torch.softmax(totals, dim=0).tolist(), strict=True))
 
 
 def _branch(t, rows, i: int, turn: int, seed, forced: tuple) -> Branch:
@@ -237,34 +250,57 @@ def _branch(t, rows, i: int, turn: int, seed, forced: tuple) -> Branch:
 
 
 def summary(est: dict, truth: list[dict], t: dict) -> dict:
-    calls, gaps, best_share = [], [], []
+    """Per estimator, over the calls made at the valued states: sign agreement and Spearman's rho with Q - V."""
+    est = {**est, **myopic_estimates(truth, t)}
+    calls, gaps, best_share, alignment = [], [], [], []
     for state in truth:
-        option_q = [q for n, q in state["Q"].items() if n.startswith("option ")]
+        option_q = {n: q for n, q in state["Q"].items() if n.startswith("option ")}
         if option_q:
-            gaps.append(max(option_q) - state["V"])
+            gaps.append(max(option_q.values()) - state["V"])
+        if len(option_q) > 2:
+            alignment.append(stats.spearmanr([state["immediate"][n] for n in option_q], list(option_q.values()))
+                             .statistic)
         for i, turn, name in state["made"]:
-            delta = state["Q"][name] - state["V"]
-            calls.append({"state": state["step"], "flat": i, "turn": turn, "call": name, "delta": delta,
-                          **{e: float(est[e][i, turn]) for e in ESTIMATORS}})
+            calls.append({"state": state["step"], "flat": i, "turn": turn, "call": name,
+                          "delta": state["Q"][name] - state["V"], **{e: float(est[e][i, turn]) for e in est}})
             if option_q:
-                best_share.append(name.startswith("option ") and state["Q"][name] == max(option_q))
-    rows = {}
-    for e in ESTIMATORS:
-        a = np.array([c[e] for c in calls])
-        d = np.array([c["delta"] for c in calls])
-        both = (a != 0) & (d != 0)
-        rho = stats.spearmanr(a, d).statistic if len(calls) > 2 and np.ptp(a) > 0 else float("nan")
-        rows[e] = {"sign_agreement": float(np.mean(np.sign(a[both]) == np.sign(d[both]))) if both.any() else None,
-                   "signed_calls": int(both.sum()), "spearman": float(rho),
-                   "nonzero_share": float(np.mean(a != 0)) if len(a) else None}
+                best_share.append(state["Q"].get(name) == max(option_q.values()))
+    rows = {e: agreement(np.array([c[e] for c in calls]), np.array([c["delta"] for c in calls])) for e in est}
     return {"estimators": rows, "calls": calls, "states": truth, "n_states": len(truth), "n_calls": len(calls),
             "headroom_mean": float(np.mean(gaps)) if gaps else None,
-            "best_option_share": float(np.mean(best_share)) if best_share else None}
+            "best_option_share": float(np.mean(best_share)) if best_share else None,
+            "immediate_vs_q_spearman": float(np.nanmean(alignment)) if alignment else None}
+
+
+def myopic_estimates(truth: list[dict], t: dict) -> dict[str, torch.Tensor]:
+    """(B, K) at the valued states' calls (0 elsewhere): `myopic`, the call's own reward minus the policy's expected
+    own reward over the listed options (the expected gradient over the options, per call); `myopic+future`, that
+    plus the call's return after it minus its step group's mean of the same."""
+    shape = t["rewards"].shape
+    myopic, future = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
+    later = rewards_to_go(t["rewards"] * t["exists"]) - t["rewards"]
+    later = torch.where(t["refused"].bool(), torch.zeros_like(later), later)
+    for state in truth:
+        expected = sum(p * state["immediate"][n] for n, p in state["policy"].items())
+        members = [(i, turn) for i, turn, _ in state["made"]]
+        mean_later = float(np.mean([float(later[i, turn]) for i, turn in members]))
+        for i, turn, name in state["made"]:
+            myopic[i, turn] = state["immediate"][name] - expected
+            future[i, turn] = myopic[i, turn] + float(later[i, turn]) - mean_later
+    return {"myopic": myopic, "myopic+future": future}
+
+
+def agreement(a: np.ndarray, d: np.ndarray) -> dict:
+    both = (a != 0) & (d != 0)
+    rho = stats.spearmanr(a, d).statistic if len(a) > 2 and np.ptp(a) > 0 else float("nan")
+    return {"sign_agreement": float(np.mean(np.sign(a[both]) == np.sign(d[both]))) if both.any() else None,
+            "signed_calls": int(both.sum()), "spearman": float(rho), "nonzero_share": float(np.mean(a != 0))}
 
 
 def print_table(result: dict) -> None:
     print(f"{result['n_states']} states, {result['n_calls']} calls; mean max_o Q - V {result['headroom_mean']:+.4f}; "
-          f"calls that made the best option {result['best_option_share']:.3f}")
+          f"calls that made the best option {result['best_option_share']:.3f}; Spearman of the options' own reward "
+          f"with their Q, mean over states with 3 options or more: {result['immediate_vs_q_spearman']}")
     print(f"{'estimator':<20} {'sign agreement':>15} {'signed calls':>13} {'Spearman':>9} {'nonzero':>8}")
     for e, r in result["estimators"].items():
         sign = "-" if r["sign_agreement"] is None else f"{r['sign_agreement']:.3f}"

@@ -43,6 +43,7 @@ from trl import GRPOTrainer
 
 from judges.adapter import JudgeSettings
 from training.algorithms.trajectory import check_generation_batch, loss_mask
+from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.trainer_heldout import HeldoutEvaluation
 from training.features.call_credit import CallCredit
 from training.features.dynamic_sampling import DynamicSampling
@@ -52,6 +53,7 @@ from training.features.policy_token_head import PolicyTokenHead
 from training.features.record_at_sample import RecordAtSample, recorded_logps_tensor
 from training.features.reference import ReferenceAdapter
 from training.features.reward_checks import RewardChecks, local_rewards_and_groups
+from training.features.step_branches import StepBranches
 from training.features.step_credit import StepCredit
 from training.features.tools import ToolCalls
 from training.features.turn_limits import TurnLimits
@@ -148,7 +150,9 @@ class StrictGRPOTrainer(GRPOTrainer):
                 self.generation_config = self.turn_limits.generation_config(self.generation_config)
                 self.generation_kwargs = self.turn_limits.generation_kwargs(self.generation_kwargs)
         self.call_credit = CallCredit(args.call_credit)
-        self.step_credit = StepCredit(args.step_credit, args.step_credit_weight)
+        self.step_credit = StepCredit(args.step_credit, args.step_credit_weight, StepBranches(
+            args.step_branches, self._tokenizer, self._single_environment(), EpisodeSettings.from_trainer(self, args.seed),
+            self.turn_limits.spec if self.turn_limits.enabled else None, args.seed) if args.step_branches else None)
         self.environment_metrics = EnvironmentMetrics()
         self.dynamic_sampling = DynamicSampling(args, self.train_dataset, self.num_generations, args.seed,
                                                 self.accelerator.process_index)
@@ -225,9 +229,13 @@ class StrictGRPOTrainer(GRPOTrainer):
             if self.call_credit.enabled:  # per-token advantages from each call's reward, in place of TRL's per episode
                 batch["advantages"] = self.call_credit.advantages(table, group_size, self.accelerator, metrics)
             if self.step_credit.enabled:  # each call against the calls made from the same state
+                samples = self.step_credit.value_samples(
+                    self.accelerator.unwrap_model(self.model), inputs, batch, table, scored.episode_tools, group_size,
+                    dict(zip(self.reward_func_names, self.reward_weights.tolist(), strict=True)),
+                    self.state.global_step, metrics) if mode == "train" else {}
                 batch["advantages"] = self.step_credit.advantages(batch["advantages"], table, scored.episode_tools,
                                                                   self.environments, group_size, self.accelerator,
-                                                                  metrics)
+                                                                  metrics, samples)
         self.forcing.mark(batch, scored.forcing_plan, self.accelerator, metrics)
         self.turn_limits.exclude_void(batch, scored.void_rollouts, self.accelerator)
         log_gradient_weight(batch, self.accelerator, metrics)
@@ -449,6 +457,11 @@ class StrictGRPOTrainer(GRPOTrainer):
     def _check_batch(self, batch: dict, mode: str) -> None:
         required = self.record.required_keys() | ({"ref_per_token_logps"} if self.beta != 0.0 else set())
         check_generation_batch(batch, self.flags.strict_traj_keys, self._metrics[mode], required_extra=required)
+
+    def _single_environment(self):
+        """The run's one environment factory; None without one, or with several (TRL's dict `environment_factory`)."""
+        factories = self.environment_factories or {}
+        return factories.get(None) if len(factories) == 1 else None
 
     def _trl_recomputes_old_logps(self) -> bool:
         # The condition under which GRPOTrainer._generate_and_score_completions runs a no-grad policy forward for

@@ -22,7 +22,8 @@ starting policy's k-th renaming of a row from `generator(row seed, k, RENAME_SEE
 
 The tokens. A language model's sampled episode (row r, sample k) under the evaluation seed `heldout_seed` draws its
 tokens from `episode_seed(heldout_seed, r, k)`, its t-th generation call (tool agents take several turns) from
-`stream_seed(that seed, t)` (`training.evaluation.episode_streams`). Greedy episodes have no episode seed.
+`stream_seed(that seed, t)` (`training.evaluation.episode_streams`). Greedy episodes have no episode seed. Step
+credit's k-th continuation in training step s draws from `branch_seed(run seed, s, k)`.
 
 Two ways of deriving, one hash: `seed_word(*words)` is numpy's `SeedSequence(words)` reduced to one 32-bit word (a
 seed handed on, as an int, to something that seeds itself), `generator(*words)` the generator of the same
@@ -42,6 +43,7 @@ LOOKAHEAD_SEED_KEY = 0x100CA  # the options' lookahead, apart from the episode's
 BELIEF_SEED_KEY = 0xBE11EF  # the belief's posterior draws, apart from the episode's and the lookahead's
 POLICY_SEED_KEY = 0x9017C7  # a scripted policy's generator, apart from the environment's
 RENAME_SEED_KEY = 0x4E4D  # the starting policy's renamed episodes, apart from the environment's seed
+BRANCH_SEED_KEY = 0xB7A4C  # step credit's continuations, apart from the held-out episodes' token streams
 
 
 def seed_word(*words: int) -> int:
@@ -70,6 +72,12 @@ def environment_seed(row: dict, k: int | None = None) -> int:
 def episode_seed(heldout_seed: int, row: int, sample: int) -> int:
     """The token stream of sampled episode `(row, sample)` under `heldout_seed`."""
     return seed_word(heldout_seed, row, sample)
+
+
+def branch_seed(seed: int, step: int, k: int) -> int:
+    """The token stream of the k-th continuation step credit samples in training step `step` of a run seeded `seed`
+    (training/features/step_branches.py), apart from the held-out episodes' streams."""
+    return seed_word(seed, step, k, BRANCH_SEED_KEY)
 
 
 def stream_seed(episode_seed: int, turn: int) -> int:

@@ -23,13 +23,24 @@ from accelerate.utils import gather_object
 from training.algorithms.step_advantages import step_advantages, step_group_sizes, step_ids
 from training.algorithms.turn_advantages import rewards_to_go, token_advantages
 from training.features.call_credit import TurnTable
+from training.features.step_branches import StepBranches
 from training.tool_use.state_keys import StateKeyError, check_replays, names_state, state_reader
 
 
 class StepCredit:
-    def __init__(self, enabled: bool, weight: float):
+    def __init__(self, enabled: bool, weight: float, branches: StepBranches | None = None):
         self.enabled = enabled
         self.weight = weight
+        self.branches = branches
+
+    def value_samples(self, model, rows: list[dict], batch: dict, table: TurnTable, episode_tools: list,
+                      group_size: int, weights: dict[str, float], step: int, metrics: dict) -> dict:
+        """This process's continuations' returns by (group, state) (`step_branches`); {} without branching."""
+        if self.branches is None:
+            return {}
+        group_ids = [(table.start + i) // group_size for i in range(table.turns.size(0))]
+        return self.branches.value_samples(model, rows, batch, table.turns, episode_tools, group_ids, weights, step,
+                                           metrics)
 
     def state_readers(self, environments: list) -> list | None:
         """Per rollout, what reads its environment's state key (`EpisodeTools`' `state`); None when off. Raises
@@ -43,9 +54,10 @@ class StepCredit:
         return [state_reader(env) for env in environments]
 
     def advantages(self, outer: torch.Tensor, table: TurnTable, episode_tools: list, environments: list,
-                   group_size: int, accelerator, metrics: dict) -> torch.Tensor:
+                   group_size: int, accelerator, metrics: dict, value_samples: dict | None = None) -> torch.Tensor:
         """(B_local, T): the outer advantage ((B_local,) per episode or (B_local, T) per token) on the model's tokens,
-        plus `weight` times each turn's step advantage."""
+        plus `weight` times each turn's step advantage; `value_samples` ({(group, state): returns}, this process's)
+        join their step groups."""
         turns = table.turns
         if outer.dim() == 1:
             outer = torch.where(turns >= 0, outer.unsqueeze(1), torch.zeros((), dtype=outer.dtype, device=outer.device))
@@ -59,12 +71,24 @@ class StepCredit:
         returns = rewards_to_go(all_rewards * all_exists)
         returns = torch.where(refused.bool(), all_rewards * all_exists, returns)
         steps = torch.where(all_exists.bool(), step_ids(group_ids.tolist(), keys).to(turns.device), -1)
-        step_adv = step_advantages(returns, steps, group_ids)
+        samples = self._by_step(steps, group_ids, keys, gather_object([value_samples or {}]))
+        step_adv = step_advantages(returns, steps, group_ids, samples)
         n_local = turns.size(0)
         local = step_adv[table.start : table.start + n_local]
         token_adv = outer + self.weight * token_advantages(local, turns)
-        self._log(steps, token_adv, turns, accelerator, metrics)
+        self._log(steps, samples, token_adv, turns, accelerator, metrics)
         return token_adv
+
+    @staticmethod
+    def _by_step(steps: torch.Tensor, group_ids: torch.Tensor, keys: list, gathered: list[dict]) -> dict:
+        """{step id: returns} of every process's continuations, by the step id of the (group, state) they left."""
+        where = {(int(group_ids[i]), keys[i][t]): int(steps[i, t]) for i in range(steps.size(0))
+                 for t in range(steps.size(1)) if steps[i, t] >= 0}
+        out: dict[int, list[float]] = {}
+        for samples in gathered:
+            for state, returns in samples.items():
+                out.setdefault(where[state], []).extend(returns)
+        return out
 
     @staticmethod
     def _turn_keys(tools, width: int) -> list:
@@ -83,8 +107,9 @@ class StepCredit:
             check_replays(env_name, seen, states)
 
     @staticmethod
-    def _log(steps: torch.Tensor, token_adv: torch.Tensor, turns: torch.Tensor, accelerator, metrics: dict) -> None:
-        sizes = step_group_sizes(steps)
+    def _log(steps: torch.Tensor, samples: dict, token_adv: torch.Tensor, turns: torch.Tensor, accelerator,
+             metrics: dict) -> None:
+        sizes = step_group_sizes(steps, samples)
         model = turns >= 0
         counts = torch.tensor([[float((token_adv != 0)[model].sum()), float(model.sum())]], device=token_adv.device)
         nonzero, tokens = accelerator.gather(counts).sum(dim=0).tolist()

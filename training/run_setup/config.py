@@ -210,6 +210,15 @@ class StrictGRPOConfig(GRPOConfig):
     step_credit_weight: float = field(
         default=1.0, metadata={"help": "w in A = A_outer + w * A_step (step_credit; GiGPO's default 1)."}
     )
+    step_branches: int = field(
+        default=0,
+        metadata={
+            "help": "Continuations per generation batch that step_credit samples with the policy from the states "
+            "its rollouts passed through after their first turn (value samples pooled into those step groups; "
+            "their tokens never join the loss), given one at a time to the state whose step group pools the fewest "
+            "returns (training/features/step_branches.py). 0: none.",
+        },
+    )
     vf_coef: float = field(
         default=0.1, metadata={"help": "Weight of the clipped value loss added to the policy loss (value head on)."}
     )
@@ -431,6 +440,10 @@ class StrictGRPOConfig(GRPOConfig):
                                   f"{self.advantage_estimator!r} sets them from a value head: choose one ({name} "
                                   "with advantage_estimator='grpo')")
         check_range("step_credit_weight", self.step_credit_weight, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+        check_int("step_branches", self.step_branches, 0)
+        if self.step_branches and not self.step_credit:
+            raise ConfigError(f"step_branches={self.step_branches} samples value samples for step_credit, which is "
+                              "off: set step_credit=true, or step_branches=0")
         if self.max_turn_tokens is not None:
             check_int("max_turn_tokens", self.max_turn_tokens, 1)
         if self.void_turn_rule not in VOID_TURN_RULES:
