@@ -46,6 +46,7 @@ from training.algorithms.trajectory import check_generation_batch, loss_mask
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.trainer_heldout import HeldoutEvaluation
 from training.features.call_credit import CallCredit
+from training.features.choice_credit import ChoiceCredit
 from training.features.dynamic_sampling import DynamicSampling
 from training.features.environment_metrics import EnvironmentMetrics
 from training.features.forcing import Forcing, Plan, policy_logps
@@ -150,6 +151,9 @@ class StrictGRPOTrainer(GRPOTrainer):
                 self.generation_config = self.turn_limits.generation_config(self.generation_config)
                 self.generation_kwargs = self.turn_limits.generation_kwargs(self.generation_kwargs)
         self.call_credit = CallCredit(args.call_credit)
+        self.choice_credit = ChoiceCredit(args.choice_credit, self._tokenizer,
+                                          self.turn_limits.spec if self.turn_limits.enabled else None, args.loss_type,
+                                          self.temperature, self.max_completion_length, unwrapped)
         self.step_credit = StepCredit(args.step_credit, args.step_credit_weight, StepBranches(
             args.step_branches, self._tokenizer, self._single_environment(), EpisodeSettings.from_trainer(self, args.seed),
             self.turn_limits.spec if self.turn_limits.enabled else None, args.seed) if args.step_branches else None)
@@ -228,6 +232,10 @@ class StrictGRPOTrainer(GRPOTrainer):
                                            require_terms=self.call_credit.enabled)
             if self.call_credit.enabled:  # per-token advantages from each call's reward, in place of TRL's per episode
                 batch["advantages"] = self.call_credit.advantages(table, group_size, self.accelerator, metrics)
+            if self.choice_credit.enabled:  # each choice token: the expected gradient over the offered choices
+                self.choice_credit.attach(batch, table, scored.episode_tools, self.environments,
+                                          dict(zip(self.reward_func_names, self.reward_weights.tolist(), strict=True)),
+                                          group_size, self.accelerator, metrics)
             if self.step_credit.enabled:  # each call against the calls made from the same state
                 samples = self.step_credit.value_samples(
                     self.accelerator.unwrap_model(self.model), inputs, batch, table, scored.episode_tools, group_size,
@@ -256,7 +264,8 @@ class StrictGRPOTrainer(GRPOTrainer):
             self.call_credit.start()
             if self.tool_calls.enabled:  # TRL built one {name: tool} dict per rollout just before this call
                 self._sync_tool_dicts, counts, episode_tools = self.tool_calls.wrap(
-                    self._sync_tool_dicts, self.call_credit.clock, self.step_credit.state_readers(self.environments))
+                    self._sync_tool_dicts, self.call_credit.clock, self.step_credit.state_readers(self.environments),
+                    self.choice_credit.readers(self.environments))
                 if self._round is not None:
                     self._round.episode_tools = episode_tools
             with self._turn_cache() as cache:
@@ -333,7 +342,7 @@ class StrictGRPOTrainer(GRPOTrainer):
         loss.forward_seen = True
         trl_forward = partial(super()._get_per_token_logps_and_entropies, model, input_ids, attention_mask,
                               logits_to_keep, *args, **kwargs)
-        with self.value.capturing():
+        with self.value.capturing(), self.choice_credit.capturing():
             result = self.policy_head.forward(trl_forward, model, loss.batch, logits_to_keep)
             if self.value.enabled:
                 loss.values = self.value.values_and_advantages(loss.batch, logits_to_keep, result[0])
@@ -359,6 +368,10 @@ class StrictGRPOTrainer(GRPOTrainer):
                 if values is None:
                     raise RuntimeError("value head: the loss forward did not pass through the value head")
                 loss = loss + self.value.loss(values, inputs, metrics, normalizer)
+            choice = self.choice_credit.loss(model, inputs, metrics, normalizer, self.accelerator.num_processes,
+                                             self.args.steps_per_generation if mode == "train" else 1)
+            if choice is not None:
+                loss = loss + choice
             sft = self.forcing.sft_term(inputs, partial(self._completion_logps, model), metrics, normalizer)
             if sft is not None:
                 loss = loss + sft

@@ -75,6 +75,9 @@ FEATURE_KEYS = {
     "old_values": KeySpec(("B", "C"), "float"),  # value estimates at the first visit (features/value_head.py)
     "value_returns": KeySpec(("B", "C"), "float"),
     "value_advantages": KeySpec(("B", "C"), "float"),
+    # at each choice token (features/choice_credit.py): the offered tokens (-1: none) and each one's value
+    "choice_tokens": KeySpec(("B", "C", "J"), "int"),
+    "choice_values": KeySpec(("B", "C", "J"), "float"),
 }
 
 

@@ -41,13 +41,25 @@ def rewards_to_go(turn_rewards: torch.Tensor) -> torch.Tensor:
 
 
 def turn_advantages(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group_ids: torch.Tensor,
-                    turn_refused: torch.Tensor | None = None) -> torch.Tensor:
+                    turn_refused: torch.Tensor | None = None, own_excluded: torch.Tensor | None = None) -> torch.Tensor:
     """(B, K) advantages per turn (module docstring); 0 where a turn does not exist. `turn_refused` (B, K): 1 where
-    the turn made a call the tools refused; such a turn's return is its own reward."""
+    the turn made a call the tools refused; such a turn's return is its own reward. `own_excluded` (B, K): 1 where a
+    turn's return leaves out its own reward (what the later calls earned: the choice token's sampled part,
+    training/algorithms/choice_gradient.py)."""
+    return turn_advantages_and_scales(turn_rewards, turn_exists, group_ids, turn_refused, own_excluded)[0]
+
+
+def turn_advantages_and_scales(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group_ids: torch.Tensor,
+                               turn_refused: torch.Tensor | None = None,
+                               own_excluded: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`turn_advantages`, and (B,) each rollout's divisor s_g + 1e-4 (its group's)."""
     returns = rewards_to_go(turn_rewards * turn_exists)
     if turn_refused is not None:
         returns = torch.where(turn_refused.bool(), turn_rewards * turn_exists, returns)
+    if own_excluded is not None:
+        returns = returns - turn_rewards * turn_exists * own_excluded
     advantages = torch.zeros_like(returns)
+    divisors = torch.ones(returns.size(0), dtype=returns.dtype, device=returns.device)
     for group in torch.unique(group_ids):
         rows = group_ids == group
         residual = returns[rows] - returns[rows].mean(dim=0, keepdim=True)
@@ -55,7 +67,8 @@ def turn_advantages(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group
         values = residual[present]
         scale = values.std(unbiased=True) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
         advantages[rows] = torch.where(present, residual / (scale + 1e-4), torch.zeros_like(residual))
-    return advantages
+        divisors[rows] = scale + 1e-4
+    return advantages, divisors
 
 
 def token_advantages(turn_adv: torch.Tensor, turns: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,8 @@ def signal_groups(rewards: torch.Tensor, num_generations: int) -> list[bool]:
 def _pad_value(key: str, pad_token_id: int) -> float:
     if key.endswith("_ids"):
         return pad_token_id
+    if key == "choice_tokens":
+        return -1  # no choice token (features/choice_credit.py)
     return 1 if key == "tool_mask" else 0
 
 

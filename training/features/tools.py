@@ -19,15 +19,17 @@ class ToolCalls:
         if has_tools:
             install_strict_parsing(tokenizer)
 
-    def wrap(self, sync_tool_dicts: list[dict], clock=None,
-             states: list | None = None) -> tuple[list[dict], Counter, list[EpisodeTools]]:
+    def wrap(self, sync_tool_dicts: list[dict], clock=None, states: list | None = None,
+             choices: list | None = None) -> tuple[list[dict], Counter, list[EpisodeTools]]:
         """TRL's per-rollout `{name: tool}` dicts, each run through `EpisodeTools` (which notes the turn `clock` gives
-        for every call it passes on and, with `states` (a reader per rollout), the state each turn's call was made
-        in), the counter they share, and the `EpisodeTools` themselves."""
+        for every call it passes on and, with `states` and `choices` (a reader per rollout), the state each turn's
+        call was made in and the offered choice it made), the counter they share, and the `EpisodeTools`
+        themselves."""
         counts: Counter = Counter()
         states = states or [None] * len(sync_tool_dicts)
-        episodes = [EpisodeTools(tools, counts, self.max_calls, clock, state)
-                    for tools, state in zip(sync_tool_dicts, states, strict=True)]
+        choices = choices or [None] * len(sync_tool_dicts)
+        episodes = [EpisodeTools(tools, counts, self.max_calls, clock, state, offered)
+                    for tools, state, offered in zip(sync_tool_dicts, states, choices, strict=True)]
         return [e.as_tool_dict() for e in episodes], counts, episodes
 
     @staticmethod

@@ -196,6 +196,16 @@ class StrictGRPOConfig(GRPOConfig):
             "have per-call terms, and advantage_estimator='grpo'.",
         },
     )
+    choice_credit: bool = field(
+        default=False,
+        metadata={
+            "help": "Where a turn made one of the calls the environment offered (its `choices`: calls written alike "
+            "but for one token, each with what it would earn now), credit that token by the expected gradient over "
+            "every offered choice by its own reward (not only the one sampled), and by the sampled return of the "
+            "later calls (training/algorithms/choice_gradient.py, training/features/choice_credit.py). Needs "
+            "call_credit; loss_type dr_grpo, dapo, bnpo or grpo.",
+        },
+    )
     step_credit: bool = field(
         default=False,
         metadata={
@@ -441,6 +451,12 @@ class StrictGRPOConfig(GRPOConfig):
                                   "with advantage_estimator='grpo')")
         check_range("step_credit_weight", self.step_credit_weight, "a finite number >= 0", lambda v: 0 <= v < math.inf)
         check_int("step_branches", self.step_branches, 0)
+        if self.choice_credit and not self.call_credit:
+            raise ConfigError("choice_credit=true credits the later calls' return by call_credit, which is off: set "
+                              "call_credit=true")
+        if self.choice_credit and self.step_credit:
+            raise ConfigError("choice_credit and step_credit both re-credit the choice token (its own reward exactly, "
+                              "and again sampled in the step group): choose one")
         if self.step_branches and not self.step_credit:
             raise ConfigError(f"step_branches={self.step_branches} samples value samples for step_credit, which is "
                               "off: set step_credit=true, or step_branches=0")

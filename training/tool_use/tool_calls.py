@@ -22,6 +22,8 @@ from collections.abc import Callable, Hashable
 
 from transformers.utils import get_json_schema
 
+from training.tool_use.choices import TurnChoice, chosen
+
 INVALID_TOOL_CALL = "invalid_tool_call"
 MALFORMED_KINDS = ("bad_json", "unknown_tool", "bad_arguments", "too_many_turns")
 TOOL_CALL_FORMAT = '<tool_call>\n{"name": <tool name>, "arguments": {<argument>: <value>, ...}}\n</tool_call>'
@@ -139,10 +141,14 @@ class EpisodeTools:
         state: with `clock`, what reads the environment's state key (training/tool_use/state_keys.py): each turn's
             first call notes, in `turn_states`, the calls attempted before it and the key, and in `turn_histories`
             those calls themselves (training/features/step_credit.py).
+        choices: with `clock`, what reads the environment's choices (training/tool_use/choices.py): a turn whose first
+            call is one of them notes, in `turn_choices`, which one and what each would earn
+            (training/features/choice_credit.py).
     """
 
     def __init__(self, tools: dict[str, Callable], counts: Counter, max_calls: int,
-                 clock: Callable[[], int] | None = None, state: Callable[[], Hashable] | None = None):
+                 clock: Callable[[], int] | None = None, state: Callable[[], Hashable] | None = None,
+                 choices: Callable[[], list] | None = None):
         self.tools = tools
         self.schemas = {name: get_json_schema(fn) for name, fn in tools.items()}
         self.counts = counts
@@ -152,6 +158,8 @@ class EpisodeTools:
         self.state = state
         self.forwarded_turns: list[int] = []
         self.refused_turns: list[int] = []
+        self.choices = choices
+        self.turn_choices: dict[int, TurnChoice] = {}
         self.turn_states: dict[int, tuple[int, Hashable]] = {}
         self.turn_histories: dict[int, tuple[str, ...]] = {}
         self.history: list[str] = []  # every call attempted, as JSON text, in order
@@ -163,12 +171,16 @@ class EpisodeTools:
         raise ToolCallError(f"{kind}: {reason}")
 
     def _note(self, name: str, arguments: dict) -> None:
-        """Before a call runs: the state its turn was in (the turn's first call), then the call joins the history."""
-        if self.clock is not None and self.state is not None:
-            turn = self.clock()
-            if turn not in self.turn_states:
+        """Before a call runs: on the turn's first call, the state it was made in and the choice it made (when they
+        are read), then the call joins the history."""
+        turn = self.clock() if self.clock is not None else None
+        if turn is not None and turn not in self.turn_histories:
+            self.turn_histories[turn] = tuple(self.history)
+            if self.state is not None:
                 self.turn_states[turn] = (self.calls, self.state())
-                self.turn_histories[turn] = tuple(self.history)
+            made = chosen(self.choices(), name, arguments) if self.choices is not None else None
+            if made is not None:
+                self.turn_choices[turn] = made
         self.history.append(json.dumps({"name": name, "arguments": arguments}, sort_keys=True, default=repr))
 
     def _budget(self) -> None:

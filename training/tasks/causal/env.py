@@ -40,6 +40,7 @@ logs their batch means (training/features/environment_metrics.py), and `health/n
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ import numpy as np
 
 from training.evaluation.pairing_seeds import LOOKAHEAD_SEED_KEY, generator
 from training.tasks.causal.belief import Belief, belief_rng
-from training.tasks.causal.reward_components import step_rewards
+from training.tasks.causal.reward_components import STEP_COMPONENTS, Step, step_rewards
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
 from training.tasks.causal.shared_work import SHARED
@@ -57,6 +58,7 @@ from training.tasks.causal.structure_metrics import parent_f1
 from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
 from training.tasks.causal.surrogates.subsets import parent_bound
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
+from training.tool_use.choices import Choice
 
 # The one default of every row, command and baseline (training.tasks.causal.splits, training.tasks.causal.scm_rows): 6 calls
 # after 10 observational rows. A 6-call episode of the tiny Qwen3 is ~600 tokens; 20 would not fit its 1024-token
@@ -322,6 +324,43 @@ class CausalEnv:
         calls so far, of which every later answer is a function (the same key `shared_work` shares work by). A
         property, not a tool."""
         return self._state
+
+    @property
+    def choices(self) -> list[Choice]:
+        """The calls the last reply listed, `choose(option=k)` for each option k, each with the reward terms it would
+        earn if made now (`Choice.terms()`: by component, the terms `call_rewards` would then hold for it, the same
+        sampled row, lookahead and update), the environment left as it is: what choice credit weighs them by
+        (training/tool_use/choices.py). Empty where no option is listed (the effects unknown) or the budget is
+        spent. The terms are worked out once a process per state (`shared_work`). A property, not a tool."""
+        if self._belief is None or not self._belief.known or self._record.used >= self._record.budget:
+            return []
+        options, state = self._belief.options, self._state
+
+        def every() -> list[dict[str, float]]:  # one computation for all the choices of the state
+            if self._state != state:
+                raise EpisodeError("choices: their terms were read after the episode moved on (read them before the "
+                                   "next call)")
+            return SHARED.get(("choices", state), lambda: [self._what_if(o.variable, o.value) for o in options])
+
+        return [Choice({"name": "choose", "arguments": {"option": k}}, lambda k=k: every()[k - 1])
+                for k in range(1, len(options) + 1)]
+
+    def _what_if(self, var: str, val: float) -> dict[str, float]:
+        """The reward terms of do(var = val) made now, on copies of the sampler and the surrogate."""
+        rows = self.scm.sample(1, copy.deepcopy(self._rng), {var: val})
+        mask = np.zeros_like(rows, dtype=bool)
+        mask[:, self.scm.index[var]] = True
+        step = StepRecord("choose", {}, True, "", rows=rows, mask=mask, intervention=(var, val),
+                          call_index=self._record.used)
+        after, gain = self._last_posterior, 0.0
+        if self.active:
+            self._look_ahead(step)
+            surrogate = copy.deepcopy(self._surrogate)
+            surrogate.update(rows, mask)
+            after, gain = surrogate.posterior(), step.expected_info_gain
+        history = tuple(s.intervention for s in self._record.steps if s.valid)
+        made = Step(self.scm, self._last_posterior, after, (var, val), rows, history, self._record.budget, gain)
+        return {name: fn(made) for name, fn in STEP_COMPONENTS.items()}
 
     @property
     def belief(self) -> Belief | None:
