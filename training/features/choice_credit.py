@@ -16,7 +16,7 @@ loss (`loss`), the final hidden states that predict the choice tokens (captured 
 head's rows of the offered tokens give the policy's probabilities over them, and -sum_o pi(o) v_o, with each token's
 weight in TRL's loss (`token_weights`; forced rows and tokens out of the loss mask weigh 0), joins the loss.
 
-Metrics: `choice_credit/decisions` (the share of model turns that made an offered choice, as written),
+Metrics: `choice_credit/decisions` (the share of model turns that made one of two or more offered choices, as written),
 `choice_credit/options` (choices offered a decision, mean), `choice_credit/unmatched_turns`, and in the loss
 `choice_credit/loss`, `choice_credit/best_option_prob` (the policy's probability of the decision's best choice, mean)
 and `choice_credit/advantage_left` (the best choice's value minus the policy's expected one, in the advantages' units,
@@ -99,11 +99,12 @@ class ChoiceCredit:
     def _decisions(self, batch, table, episode_tools, environments, metrics) -> list[tuple]:
         """(rollout, turn, completion position, offered tokens, terms) of each turn that made an offered choice as
         its canonical text writes it."""
-        out, made, unmatched = [], 0, 0
+        out, unmatched = [], 0
         model_turns = int((table.turns.max(dim=1).values + 1).clamp(min=0).sum())
         for i, tools in enumerate(episode_tools):
             for turn, choice in sorted(tools.turn_choices.items()):
-                made += 1
+                if len(choice.calls) < 2:
+                    continue  # one choice offered: nothing to choose between
                 written = [self._canonical(call) for call in choice.calls]
                 position = self._choice_position(written, type(environments[i]).__name__)
                 start, tokens = self._turn_tokens(batch, table.turns, i, turn)
@@ -131,10 +132,10 @@ class ChoiceCredit:
             raise ChoiceCreditError(f"choice_credit: {env_name} offered {len(written)} choices, more than "
                                     f"{MAX_CHOICES}")
         differ = {k for w in written for k in range(len(w)) if len(w) != len(written[0]) or w[k] != written[0][k]}
-        if len(written) > 1 and len(differ) != 1:
+        if len(differ) != 1:
             raise ChoiceCreditError(f"choice_credit: {env_name}'s choices are not written alike but for one token "
                                     f"(their tokens differ at {sorted(differ)[:5]}): {len(written)} calls")
-        return differ.pop() if differ else len(written[0]) - 1
+        return differ.pop()
 
     def _turn_tokens(self, batch: dict, turns: torch.Tensor, i: int, turn: int) -> tuple[int, tuple[int, ...]]:
         """(start, tokens) of rollout i's model turn in the completion, with the tail the sampler appended."""
@@ -186,6 +187,6 @@ class ChoiceCredit:
         offered = tokens >= 0
         best = values.masked_fill(~offered, float("-inf")).max(dim=-1)
         metrics["choice_credit/loss"].append(float(loss.detach()))
-        metrics["choice_credit/best_option_prob"].append(float(pi.gather(1, best.indices.unsqueeze(1)).mean()))
-        left = best.values - (pi * values.masked_fill(~offered, 0.0)).sum(dim=-1)
+        metrics["choice_credit/best_option_prob"].append(float(pi.detach().gather(1, best.indices.unsqueeze(1)).mean()))
+        left = best.values - (pi.detach() * values.masked_fill(~offered, 0.0)).sum(dim=-1)
         metrics["choice_credit/advantage_left"].append(float(left.mean()))
