@@ -11,8 +11,11 @@ What it does, on the first `--groups` rows of a held-out split:
 2. Each estimator's advantage for every call of those groups (the same functions the trainer runs): `episode`
    (GRPO's), `turn` (`call_credit`: reward-to-go, a baseline per turn index), `state` (GRPO's plus the step group's
    term, training/algorithms/step_advantages.py), `state_std` (the same with GiGPO's std within each step group),
-   `turn+state` (`call_credit` plus the step term), and `state+branch` / `turn+state+branch` (the step groups
-   pooled with `--branches` continuations the policy samples from each state after the first turn: value samples).
+   `turn+state` (`call_credit` plus the step term), `state+branch` / `turn+state+branch` (the step groups pooled
+   with `--branches` continuations the policy samples from each state after the first turn: value samples); at the
+   valued states (below), `myopic` (the call's own reward minus the policy's expected own reward over the listed
+   options) and `choice` (what `choice_credit` gives the call: that, over the group's scale, plus the later calls'
+   credit at a decision; `call_credit`'s elsewhere).
 3. The truth, on `--states` states drawn from the groups' calls (seeded): the state replayed, each option its reply
    listed forced as the next call and the policy played on, `--rollouts` times each (Q of the option), and the
    policy played on from the state unforced as often (V); a call the group made that is no listed option is
@@ -40,7 +43,8 @@ import torch
 from scipy import stats
 
 from benchmarks.credit_estimators import estimates, table_steps
-from training.algorithms.turn_advantages import rewards_to_go
+from training.algorithms.turn_advantages import turn_advantages, turn_advantages_and_scales
+from training.features.choice_credit import ChoiceCredit
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.pairing_seeds import seed_word
 from training.evaluation.spec import load_policy, spec_from_recipe
@@ -128,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     env_factory = make_causal_env(args.surrogate)
     rows = load_rows(Path(args.split))[: args.groups]
     print(f"groups: {len(rows)} rows x {args.group_size} episodes", flush=True)
-    played = play_episodes(model, tokenizer, rows, env_factory, settings)
+    played = play_episodes(model, tokenizer, rows, env_factory, settings, note_choices=True)
     groups = [[played_turns(ep, weights) for ep in played[g * args.group_size:(g + 1) * args.group_size]]
               for g in range(len(rows))]
     t = table(groups)
     rule = episode_turn_end(model, tokenizer, settings)
+    t["own"] = decisions(t, ChoiceCredit(True, tokenizer, rule, "dr_grpo", 1.0, settings.max_completion_length),
+                         type(env_factory()).__name__)
     value_samples = branch_values(model, tokenizer, rows, env_factory, settings, t, groups, args, weights)
     est = estimates(t, value_samples)
     truth = true_values(model, tokenizer, rows, env_factory, settings, t, rule, args, weights)
@@ -272,22 +278,31 @@ def summary(est: dict, truth: list[dict], t: dict) -> dict:
             "immediate_vs_q_spearman": float(np.nanmean(alignment)) if alignment else None}
 
 
+def decisions(t: dict, credit: ChoiceCredit, env_name: str) -> torch.Tensor:
+    """(B, K) 1 where a turn made one of two or more offered choices as its canonical text writes it (what
+    `choice_credit` credits by the expected gradient)."""
+    own = torch.zeros_like(t["rewards"])
+    for i, p in enumerate(t["flat"]):
+        for turn, choice in p.episode.episode_tools.turn_choices.items():
+            own[i, turn] = float(credit.decision(tuple(p.tokens[turn]), choice, env_name) is not None)
+    return own
+
+
 def myopic_estimates(truth: list[dict], t: dict) -> dict[str, torch.Tensor]:
     """(B, K) at the valued states' calls (0 elsewhere): `myopic`, the call's own reward minus the policy's expected
-    own reward over the listed options (the expected gradient over the options, per call); `myopic+future`, that
-    plus the call's return after it minus its step group's mean of the same."""
+    own reward over the listed options (the expected gradient over the options, per call); `choice`, what
+    `choice_credit` gives a call (training/features/choice_credit.py): at a decision, that over the group's scale plus
+    the later calls' credit (`turn_advantages(..., own_excluded=...)`), elsewhere `call_credit`'s."""
     shape = t["rewards"].shape
-    myopic, future = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
-    later = rewards_to_go(t["rewards"] * t["exists"]) - t["rewards"]
-    later = torch.where(t["refused"].bool(), torch.zeros_like(later), later)
+    myopic, choice = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
+    later, divisors = turn_advantages_and_scales(t["rewards"], t["exists"], t["group_ids"], t["refused"], t["own"])
+    turn = turn_advantages(t["rewards"], t["exists"], t["group_ids"], t["refused"])
     for state in truth:
         expected = sum(p * state["immediate"][n] for n, p in state["policy"].items())
-        members = [(i, turn) for i, turn, _ in state["made"]]
-        mean_later = float(np.mean([float(later[i, turn]) for i, turn in members]))
-        for i, turn, name in state["made"]:
-            myopic[i, turn] = state["immediate"][name] - expected
-            future[i, turn] = myopic[i, turn] + float(later[i, turn]) - mean_later
-    return {"myopic": myopic, "myopic+future": future}
+        for i, step, name in state["made"]:
+            myopic[i, step] = state["immediate"][name] - expected
+            choice[i, step] = (myopic[i, step] / divisors[i] + later[i, step]) if t["own"][i, step] else turn[i, step]
+    return {"myopic": myopic, "choice": choice}
 
 
 def agreement(a: np.ndarray, d: np.ndarray) -> dict:

@@ -8,8 +8,10 @@ of a step's rollouts.
 Each batch is one generation batch of the recipe (`per_device_train_batch_size` rollouts, `num_generations` a
 group), sampled by the recipe's trainer through TRL's tool loop from the policy (the starting policy, or it with
 `--adapter`), on the next rows of the train file. For every estimator of `benchmarks.credit_estimators` the batch's
-advantages are set to that estimator's, and the policy loss (the recipe's `loss_type`) is backpropagated over the
-first half of the groups and over the second half: two independent estimates of the step's gradient. Their cosine
+advantages are set to that estimator's, and for `choice` they and the choice keys are `choice_credit`'s own (the
+trainer runs with `call_credit` and `choice_credit`); the policy loss (the recipe's `loss_type`, with the choice term
+for `choice`) is backpropagated over the first half of the groups and over the second half: two independent
+estimates of the step's gradient. Their cosine
 is high where the estimator's gradient is mostly signal, near 0 where it is mostly noise. The +branch estimators
 pool each step group with `--branches` continuations sampled from its state (turns after the first). Per
 estimator: the mean cosine over the batches with its 95% t interval, and the mean paired difference from `episode`.
@@ -35,6 +37,7 @@ from training.algorithms.turn_advantages import token_advantages
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.pairing_seeds import seed_word
 from training.evaluation.tool_loop import Branch, continue_branches
+from training.features.step_credit import StepCredit
 from training.run_setup.models import resolve_model_path
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.env import make_causal_env
@@ -53,7 +56,10 @@ class Spy:
     def state_readers(self, environments):
         return self.real.state_readers(environments)
 
-    def advantages(self, outer, table, episode_tools, environments, group_size, accelerator, metrics):
+    def value_samples(self, *args, **kwargs):
+        return {}
+
+    def advantages(self, outer, table, episode_tools, *rest):
         self.seen = (table, episode_tools)
         return outer
 
@@ -122,29 +128,30 @@ def main(argv: list[str] | None = None) -> int:
     recipe["train_file"] = args.train_file or recipe["train_file"]
     model = resolve_model_path(recipe["model_name_or_path"], seed=recipe.get("model_seed", 0))
     trainer = build({**recipe, "seed": args.seed}, model, args.surrogate, str(Path(args.out) / "trainer"),
-                    call_credit=True, step_credit=True,
+                    call_credit=True, choice_credit=True,
                     **{k: recipe[k] for k in ("loss_type", "max_turn_tokens") if k in recipe})
     if args.adapter:
         trainer.model.load_adapter(args.adapter, adapter_name="default", is_trainable=True)
-    spy = trainer.step_credit = Spy(trainer.step_credit)
+    spy = trainer.step_credit = Spy(StepCredit(True, 1.0))  # the state keys, and the table the estimators read
     rows = load_rows(recipe["train_file"])
     per_batch = trainer.args.per_device_train_batch_size // trainer.num_generations
-    cosines = {e: [] for e in ESTIMATORS}
+    cosines = {e: [] for e in (*ESTIMATORS, "choice")}
     for b in range(args.batches):
         chosen = [rows[(b * per_batch + g) % len(rows)] for g in range(per_batch)]
         inputs = [dict(r) for r in chosen for _ in range(trainer.num_generations)]
         trainer.model.train()
         torch.manual_seed(seed_word(args.seed, b))
-        batch = trainer._generate_and_score_completions(inputs)
+        batch = trainer._generate_and_score_completions(inputs)  # the choice estimator's: call credit, choice keys
         t = batch_table(*spy.seen, trainer.num_generations)
         adv = estimates(t, branch_values(trainer, inputs, batch, t, args, b))
         half = len(inputs) // 2
-        for e in ESTIMATORS:
-            batch["advantages"] = token_advantages(adv[e].float(), t["turns"])
-            first, second = half_gradient(trainer, batch, slice(0, half)), half_gradient(trainer, batch,
-                                                                                        slice(half, None))
+        plain = {**batch, "choice_tokens": torch.full_like(batch["choice_tokens"], -1)}
+        for e in cosines:
+            step = batch if e == "choice" else {**plain, "advantages": token_advantages(adv[e].float(), t["turns"])}
+            first, second = half_gradient(trainer, step, slice(0, half)), half_gradient(trainer, step,
+                                                                                       slice(half, None))
             cosines[e].append(float(torch.nn.functional.cosine_similarity(first, second, dim=0)))
-        print(f"batch {b}: " + ", ".join(f"{e} {cosines[e][-1]:+.3f}" for e in ESTIMATORS), flush=True)
+        print(f"batch {b}: " + ", ".join(f"{e} {cosines[e][-1]:+.3f}" for e in cosines), flush=True)
     result = {"command": "python -m benchmarks.gradient_snr " + " ".join(argv or sys.argv[1:]),
               "seconds": round(time.time() - started, 1), "cosines": cosines, "estimators": summary(cosines)}
     out = Path(args.out)

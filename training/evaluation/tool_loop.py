@@ -40,6 +40,7 @@ from training.evaluation.episode_streams import seeded_sampling_kwargs
 from training.evaluation.pairing_seeds import stream_seed
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
+from training.tool_use.choices import choices_reader
 from training.tool_use.state_keys import state_reader
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 from training.tool_use.turn_end import TurnEnd, resolved_limit, turn_end
@@ -131,7 +132,7 @@ def _default_reset(env, row: dict, sample: int):
 
 
 def _start(env_factory, row: dict, index: int, sample: int, seed: int | None, reset, tokenizer,
-           settings: EpisodeSettings) -> PlayedEpisode:
+           settings: EpisodeSettings, note_choices: bool = False) -> PlayedEpisode:
     env = env_factory()
     observation = reset(env, row, sample)
     prompt = [dict(m) for m in row["prompt"]]
@@ -149,7 +150,8 @@ def _start(env_factory, row: dict, index: int, sample: int, seed: int | None, re
     episode = PlayedEpisode(row=index, sample=sample, seed=seed, env=env, malformed=malformed,
                             prompt_ids=list(prompt_ids), tools=list(tools.values()))
     episode.episode_tools = EpisodeTools(tools, malformed, settings.max_tool_calls, clock=lambda: episode.turns - 1,
-                                         state=state_reader(env))
+                                         state=state_reader(env),
+                                         choices=choices_reader(env) if note_choices else None)
     episode.table = episode.episode_tools.as_tool_dict()
     return episode
 
@@ -166,10 +168,12 @@ def _prepared(tokenizer, settings: EpisodeSettings) -> tuple:
 
 @torch.no_grad()
 def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
-                  reset: Callable | None = None, batch_size: int = 32) -> list[PlayedEpisode]:
+                  reset: Callable | None = None, batch_size: int = 32,
+                  note_choices: bool = False) -> list[PlayedEpisode]:
     """`settings.episodes_per_row` episodes of every row, in order (row 0's first), played to the end (module
-    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). The model is left in the
-    mode it was in."""
+    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). `note_choices`: each
+    turn's offered choice is noted as in training (`EpisodeTools.turn_choices`; what the environment's choices cost
+    to work out). The model is left in the mode it was in."""
     tokenizer, settings = _prepared(tokenizer, settings)
     reset = reset or _default_reset
     sampled = settings.sampling is not None
@@ -182,7 +186,7 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
             for start in range(0, len(plan), batch_size):
                 chunk = [
                     _start(env_factory, rows[i], i, k, episode_seed(settings.seed, i, k) if sampled else None,
-                           reset, tokenizer, settings)
+                           reset, tokenizer, settings, note_choices)
                     for i, k in plan[start : start + batch_size]
                 ]
                 _play(model, tokenizer, chunk, settings)

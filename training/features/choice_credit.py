@@ -103,20 +103,29 @@ class ChoiceCredit:
         model_turns = int((table.turns.max(dim=1).values + 1).clamp(min=0).sum())
         for i, tools in enumerate(episode_tools):
             for turn, choice in sorted(tools.turn_choices.items()):
-                if len(choice.calls) < 2:
-                    continue  # one choice offered: nothing to choose between
-                written = [self._canonical(call) for call in choice.calls]
-                position = self._choice_position(written, type(environments[i]).__name__)
                 start, tokens = self._turn_tokens(batch, table.turns, i, turn)
-                if tokens != written[choice.made]:
-                    unmatched += 1
+                found = self.decision(tokens, choice, type(environments[i]).__name__)
+                if found is None:
+                    unmatched += len(choice.calls) > 1
                     continue
-                out.append((i, turn, start + position, [w[position] for w in written], choice.terms))
+                position, offered = found
+                out.append((i, turn, start + position, offered, choice.terms))
         metrics["choice_credit/decisions"].append(len(out) / max(model_turns, 1))
         metrics["choice_credit/unmatched_turns"].append(float(unmatched))
         if out:
             metrics["choice_credit/options"].append(sum(len(d[3]) for d in out) / len(out))
         return out
+
+    def decision(self, tokens: tuple[int, ...], choice, env_name: str) -> tuple[int, list[int]] | None:
+        """(position in the turn, the offered tokens) where a turn written as `tokens` made `choice` as its canonical
+        text writes it, among two or more offered; None otherwise."""
+        if len(choice.calls) < 2:
+            return None  # one choice offered: nothing to choose between
+        written = [self._canonical(call) for call in choice.calls]
+        position = self._choice_position(written, env_name)
+        if tuple(tokens) != written[choice.made]:
+            return None
+        return position, [w[position] for w in written]
 
     def _canonical(self, call: dict) -> tuple[int, ...]:
         """The tokens of a call as the model writes it and the sampler ends its turn."""
