@@ -10,6 +10,11 @@ from __future__ import annotations
 
 TOOL_RUN = "a tool run, on steps that sample a generation batch"
 TOOL_RUN_TRANSFORMERS = "a tool run on the transformers sampler, on steps that sample a generation batch"
+STEP_CREDIT = "step_credit, on steps that sample a generation batch whose rollouts made calls"
+STEP_BRANCHES = "step_branches > 0, on steps that sample a generation batch"
+CHOICE_CREDIT = "choice_credit, on steps that sample a generation batch"
+CHOICE_LOSS = "choice_credit, on steps whose micro-batch has a choice token"
+CREDIT = (STEP_CREDIT, STEP_BRANCHES, CHOICE_CREDIT, CHOICE_LOSS)  # a tool environment's credit: its own tests
 
 # name -> when it is logged ("always" = every training-step log)
 CONTRACT: dict[str, str] = {
@@ -67,6 +72,15 @@ CONTRACT: dict[str, str] = {
     # the share of a tool loop's context tokens served from the earlier turns' KV cache (training/tool_use/turn_cache.py;
     # transformers sampler only: vLLM keeps its own prefix cache)
     "turns/cache_reused": TOOL_RUN_TRANSFORMERS,
+    # step-level credit (training/features/step_credit.py, step_branches.py)
+    **{name: STEP_CREDIT for name in ("step_credit/group_size", "step_credit/singleton_share",
+                                      "step_credit/nonzero_advantage_share")},
+    **{name: STEP_BRANCHES for name in ("step_credit/branches", "step_credit/branch_generate_s")},
+    # the expected gradient over a turn's offered choices (training/features/choice_credit.py)
+    **{name: CHOICE_CREDIT for name in ("choice_credit/decisions", "choice_credit/unmatched_turns",
+                                        "choice_credit/options")},
+    **{name: CHOICE_LOSS for name in ("choice_credit/loss", "choice_credit/best_option_prob",
+                                      "choice_credit/advantage_left")},
 }
 
 def contract() -> dict[str, str]:
