@@ -40,7 +40,10 @@ def choices_reader(env) -> Callable[[], list[Choice]] | None:
 
 
 def chosen(offered: list[Choice], name: str, arguments: dict) -> TurnChoice | None:
-    """The turn's choice when the call (`name`, `arguments`) is one of `offered`, its terms read now; else None."""
+    """The turn's choice when the call (`name`, `arguments`) is one of two or more `offered`, the terms read now; else
+    None (one call offered is nothing to choose between, and its terms are not worked out)."""
+    if len(offered) < 2:
+        return None
     made = {"name": name, "arguments": arguments}
     index = next((k for k, c in enumerate(offered) if c.call == made), None)
     if index is None:

@@ -340,16 +340,32 @@ class CausalEnv:
             if self._state != state:
                 raise EpisodeError("choices: their terms were read after the episode moved on (read them before the "
                                    "next call)")
-            return SHARED.get(("choices", state), lambda: [self._what_if(o.variable, o.value) for o in options])
+            return SHARED.get(("choices", state), lambda: self._what_ifs(options))
 
         return [Choice({"name": "choose", "arguments": {"option": k}}, lambda k=k: every()[k - 1])
                 for k in range(1, len(options) + 1)]
 
+    def _what_ifs(self, options) -> list[dict[str, float]]:
+        """Each option's `_what_if`, their lookaheads worked out together (the posterior draws made once) where the
+        surrogate can, and kept for the call that is then made."""
+        gains = getattr(self._surrogate, "expected_gains", None)
+        keys = [self._lookahead_key(self._record.used, (o.variable, o.value)) for o in options]
+        if self.active and gains is not None and any(k not in SHARED for k in keys):
+            calls = [((self.scm.index[o.variable], o.value), self._mask_of(o.variable)) for o in options]
+            for key, gain in zip(keys, gains(calls, LOOKAHEAD_DRAWS, self._lookahead_rng(self._record.used)),
+                                 strict=True):
+                SHARED.put(key, gain)
+        return [self._what_if(o.variable, o.value) for o in options]
+
+    def _mask_of(self, var: str) -> np.ndarray:
+        mask = np.zeros((1, self.scm.d), dtype=bool)
+        mask[:, self.scm.index[var]] = True
+        return mask
+
     def _what_if(self, var: str, val: float) -> dict[str, float]:
         """The reward terms of do(var = val) made now, on copies of the sampler and the surrogate."""
         rows = self.scm.sample(1, copy.deepcopy(self._rng), {var: val})
-        mask = np.zeros_like(rows, dtype=bool)
-        mask[:, self.scm.index[var]] = True
+        mask = self._mask_of(var)
         step = StepRecord("choose", {}, True, "", rows=rows, mask=mask, intervention=(var, val),
                           call_index=self._record.used)
         after, gain = self._last_posterior, 0.0
@@ -516,9 +532,14 @@ class CausalEnv:
             return
         do = None if step.intervention is None else (self.scm.index[step.intervention[0]], step.intervention[1])
         step.expected_info_gain = SHARED.get(
-            ("lookahead", self._state, step.call_index, step.intervention or step.tool),
-            lambda: expected_gain(do, step.mask, LOOKAHEAD_DRAWS, generator(self._seed, step.call_index,
-                                                                             LOOKAHEAD_SEED_KEY)))
+            self._lookahead_key(step.call_index, step.intervention or step.tool),
+            lambda: expected_gain(do, step.mask, LOOKAHEAD_DRAWS, self._lookahead_rng(step.call_index)))
+
+    def _lookahead_key(self, call_index: int, call) -> tuple:
+        return "lookahead", self._state, call_index, call
+
+    def _lookahead_rng(self, call_index: int) -> np.random.Generator:
+        return generator(self._seed, call_index, LOOKAHEAD_SEED_KEY)
 
     def _settle(self, step: StepRecord) -> None:
         """Record what the surrogate's update with `step.rows` did (after it; frozen: that nothing moved)."""

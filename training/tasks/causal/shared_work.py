@@ -38,6 +38,16 @@ class SharedWork:
             self._entries.popitem(last=False)
         return value
 
+    def put(self, key: Hashable, value: object) -> None:
+        """Keep `value` under `key`, as `get` would have after computing it."""
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
     def clear(self) -> None:
         self._entries.clear()
         self.hits = self.misses = 0

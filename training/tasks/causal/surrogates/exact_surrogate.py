@@ -15,6 +15,8 @@ batched call for the whole GRPO group), and `what_if_many` scores many hypotheti
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,13 +189,24 @@ class ExactSurrogate:
         the call's rows (mask.shape, do(X_i = v) or none) as answered by `draws` models from `posterior_models`, the
         posterior predictive. None with fewer than 2 non-intervened rows for some node (nothing to sample from). The
         draws are made in standardised units, so the result does not depend on the variables' units."""
+        return self.expected_gains([(do, mask)], draws, rng)[0]
+
+    def expected_gains(self, calls: list[tuple[tuple[int, float] | None, np.ndarray]], draws: int,
+                       rng: np.random.Generator) -> list[float | None]:
+        """`expected_gain` of each (do, mask) call as a fresh `rng` in that state would give it, the posterior draws
+        made once for all (what the options' what-ifs share: `CausalEnv.choices`)."""
         if np.any(self.stats.count < 2):
-            return None
+            return [None] * len(calls)
         unit, scale = self.standardised()
         models = unit.posterior_models(draws, rng)
-        fixed = {} if do is None else {do[0]: do[1] / scale[do[0]]}
-        answers = [(model.simulate(fixed, rng.standard_normal(mask.shape)), mask) for model in models]
-        return float(unit.entropy() - unit.what_if_many(answers).mean())
+        drawn = copy.deepcopy(rng)  # each call's answers draw from here, as its own expected_gain would
+        out = []
+        for do, mask in calls:
+            answer_rng = copy.deepcopy(drawn)
+            fixed = {} if do is None else {do[0]: do[1] / scale[do[0]]}
+            answers = [(model.simulate(fixed, answer_rng.standard_normal(mask.shape)), mask) for model in models]
+            out.append(float(unit.entropy() - unit.what_if_many(answers).mean()))
+        return out
 
     def posterior_models(self, n: int, rng: np.random.Generator) -> list[LinearModel]:
         """n draws of (DAG, parameters) from the posterior: DAGs by `sample_dags`; then per node v with parents S the
