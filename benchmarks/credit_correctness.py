@@ -14,7 +14,7 @@ What it does, on the first `--groups` rows of a held-out split:
    `turn+state` (`call_credit` plus the step term), `state+branch` / `turn+state+branch` (the step groups pooled
    with `--branches` continuations the policy samples from each state after the first turn: value samples); at the
    valued states (below), `myopic` (the call's own reward minus the policy's expected own reward over the listed
-   options) and `choice` (what `choice_credit` gives the call: that, over the group's scale, plus the later calls'
+   options) and `choice` (what `choice_credit` gives the call: that, over the batch's scale, plus the later calls'
    credit at a decision; `call_credit`'s elsewhere).
 3. The truth, on `--states` states drawn from the groups' calls (seeded): the state replayed, each option its reply
    listed forced as the next call and the policy played on, `--rollouts` times each (Q of the option), and the
@@ -295,13 +295,13 @@ def myopic_estimates(truth: list[dict], t: dict) -> dict[str, torch.Tensor]:
     the later calls' credit (`turn_advantages(..., own_excluded=...)`), elsewhere `call_credit`'s."""
     shape = t["rewards"].shape
     myopic, choice = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
-    later, divisors = turn_advantages_and_scales(t["rewards"], t["exists"], t["group_ids"], t["refused"], t["own"])
+    later, scale = turn_advantages_and_scales(t["rewards"], t["exists"], t["group_ids"], t["refused"], t["own"])
     turn = turn_advantages(t["rewards"], t["exists"], t["group_ids"], t["refused"])
     for state in truth:
         expected = sum(p * state["immediate"][n] for n, p in state["policy"].items())
         for i, step, name in state["made"]:
             myopic[i, step] = state["immediate"][name] - expected
-            choice[i, step] = (myopic[i, step] / divisors[i] + later[i, step]) if t["own"][i, step] else turn[i, step]
+            choice[i, step] = (myopic[i, step] / scale + later[i, step]) if t["own"][i, step] else turn[i, step]
     return {"myopic": myopic, "choice": choice}
 
 

@@ -52,23 +52,35 @@ def turn_advantages(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group
 def turn_advantages_and_scales(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group_ids: torch.Tensor,
                                turn_refused: torch.Tensor | None = None,
                                own_excluded: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`turn_advantages`, and (B,) each rollout's divisor s_g + 1e-4 (its group's)."""
+    """`turn_advantages`, and the batch's scale: the Bessel std of every group's residuals G - b over the turns that
+    exist, pooled (+ 1e-4). A scale that one group's alike returns cannot shrink (what the choice values are divided
+    by: training/features/choice_credit.py)."""
+    residual = turn_residuals(turn_rewards, turn_exists, group_ids, turn_refused, own_excluded)
+    advantages = torch.zeros_like(residual)
+    for group in torch.unique(group_ids):
+        rows = group_ids == group
+        present = turn_exists[rows].bool()
+        values = residual[rows][present]
+        scale = values.std(unbiased=True) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
+        advantages[rows] = torch.where(present, residual[rows] / (scale + 1e-4), torch.zeros_like(residual[rows]))
+    pooled = residual[turn_exists.bool()]
+    batch_scale = (pooled.std(unbiased=True) if pooled.numel() > 1 else torch.zeros((), dtype=pooled.dtype)) + 1e-4
+    return advantages, batch_scale
+
+
+def turn_residuals(turn_rewards: torch.Tensor, turn_exists: torch.Tensor, group_ids: torch.Tensor,
+                   turn_refused: torch.Tensor | None = None, own_excluded: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, K) G_{i,t} - b_{g,t} (module docstring), with `turn_refused` and `own_excluded` as `turn_advantages`."""
     returns = rewards_to_go(turn_rewards * turn_exists)
     if turn_refused is not None:
         returns = torch.where(turn_refused.bool(), turn_rewards * turn_exists, returns)
     if own_excluded is not None:
         returns = returns - turn_rewards * turn_exists * own_excluded
-    advantages = torch.zeros_like(returns)
-    divisors = torch.ones(returns.size(0), dtype=returns.dtype, device=returns.device)
+    residual = torch.zeros_like(returns)
     for group in torch.unique(group_ids):
         rows = group_ids == group
-        residual = returns[rows] - returns[rows].mean(dim=0, keepdim=True)
-        present = turn_exists[rows].bool()
-        values = residual[present]
-        scale = values.std(unbiased=True) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
-        advantages[rows] = torch.where(present, residual / (scale + 1e-4), torch.zeros_like(residual))
-        divisors[rows] = scale + 1e-4
-    return advantages, divisors
+        residual[rows] = returns[rows] - returns[rows].mean(dim=0, keepdim=True)
+    return residual
 
 
 def token_advantages(turn_adv: torch.Tensor, turns: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,9 @@ whose tokens are the canonical text of the call it made is a decision at that to
 What it does, per generation batch (`attach`): the choice token's advantage becomes the call credit of what the later
 calls earned (`turn_advantages(..., own_excluded=...)`: the turn's return without its own reward, against the
 group's same); `choice_tokens` and `choice_values` (B, C, J) join the batch: at each choice token, the offered
-tokens and each one's own weighted reward, centred over the offered and divided by the same group scale. In the
+tokens and each one's own weighted reward, centred over the offered and divided by the batch's scale of those
+returns (pooled over the groups: a group whose rollouts earned alike says nothing of how far apart its options'
+rewards are, and dividing by its near-zero spread blew the term up a thousandfold). In the
 loss (`loss`), the final hidden states that predict the choice tokens (captured from TRL's loss forward) and the LM
 head's rows of the offered tokens give the policy's probabilities over them, and -sum_o pi(o) v_o, with each token's
 weight in TRL's loss (`token_weights`; forced rows and tokens out of the loss mask weigh 0), joins the loss.
@@ -82,17 +84,16 @@ class ChoiceCredit:
             own[i, turn] = 1.0
         all_rewards, all_exists = accelerator.gather(table.rewards), accelerator.gather(table.exists)
         group_ids = torch.arange(all_rewards.size(0), device=own.device) // group_size
-        later, divisors = turn_advantages_and_scales(all_rewards, all_exists, group_ids,
-                                                     accelerator.gather(table.refused), accelerator.gather(own))
+        later, scale = turn_advantages_and_scales(all_rewards, all_exists, group_ids,
+                                                  accelerator.gather(table.refused), accelerator.gather(own))
         later = later[table.start : table.start + own.size(0)]
-        divisors = divisors[table.start : table.start + own.size(0)]
         shape = (*batch["completion_ids"].shape, MAX_CHOICES)
         tokens = torch.full(shape, -1, dtype=torch.long, device=own.device)
         values = torch.zeros(shape, dtype=torch.float32, device=own.device)
         for i, turn, position, offered, terms in decisions:
             own_rewards = torch.tensor([sum(w * t[n] for n, w in weights.items()) for t in terms])
             tokens[i, position, : len(offered)] = torch.tensor(offered)
-            values[i, position, : len(offered)] = (own_rewards - own_rewards.mean()) / divisors[i].cpu()
+            values[i, position, : len(offered)] = (own_rewards - own_rewards.mean()) / float(scale)
             batch["advantages"][i, position] = later[i, turn]
         batch["choice_tokens"], batch["choice_values"] = tokens, values
 
