@@ -4,9 +4,15 @@ Each node's parent sets are scored on the rows where that node was NOT intervene
 likelihood of an additive model on a fixed dictionary of each parent (`training.tasks.causal.surrogates.additive_scores`: x, sin x,
 cos x, tanh x, x^2 / (1 + |x|), a conjugate Gaussian prior on the weights); the same Koivisto-Sood DP
 (`training.tasks.causal.surrogates.structure_posterior`) turns them into the target's parent-set posterior, and the same backward
-sampler draws DAGs for `posterior_models`. The features are standardised over each node's rows, so every update
-rescores from the rows (kept whole, not as sufficient statistics): O(rows * d^2 + d 2^d p^3), a few milliseconds at
-d <= 6 and a hundred rows.
+sampler draws DAGs for `posterior_models`. Over the DAGs whose nodes have at most `max_parents` parents
+(`subsets.parent_bound` with `ADDITIVE_FULL_SPACE_VARS`: every parent set up to 7 variables, at most 3 parents
+above, unless set), up to `ADDITIVE_MAX_VARS` variables.
+
+The features are standardised over each node's rows, so an update rescores from the rows (kept whole). The
+lookahead (`what_if_rows`: the options' expected information gain, hundreds of hypothetical data sets of one more
+row each) scores from the feature moments, one row's Welford update a node (`additive_moments`), every parent
+set's factor grown from its prefix's (`additive_nested`), and runs the DP in chunks of bounded memory. Its cost a
+call: BENCHMARKS.md "Nonlinear SCMs: seconds per call under the additive surrogate".
 """
 
 from __future__ import annotations
@@ -15,17 +21,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.tasks.causal.surrogates.additive_moments import empty_moments, feature_rows, log_local_scores_moments
-from training.tasks.causal.surrogates.additive_scores import NodeDesign, log_local_scores_rows, node_design
-from training.tasks.causal.surrogates.exact_surrogate import row_entropies, topological_order
-from training.tasks.causal.surrogates.linear_scores import check_batch, merge_rows, merge_single_rows
-from training.tasks.causal.surrogates.structure_posterior import (
-    parent_log_posterior,
-    sample_dags,
-    sparse_parent_log_posterior,
+from training.tasks.causal.surrogates.additive_moments import (
+    empty_moments,
+    feature_rows,
+    log_local_scores_moments,
+    log_local_scores_single_rows,
 )
+from training.tasks.causal.surrogates.additive_scores import NodeDesign, log_local_scores_rows, node_design
+from training.tasks.causal.surrogates.exact_surrogate import entropies_in_steps, topological_order
+from training.tasks.causal.surrogates.linear_scores import check_batch, merge_rows
+from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
 from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
-from training.tasks.causal.surrogates.subsets import FULL_SPACE_VARS, members, score_plan
+from training.tasks.causal.surrogates.subsets import members, parent_bound
+
+ADDITIVE_FULL_SPACE_VARS = 7  # every parent set scored up to this many variables; `DEFAULT_MAX_PARENTS` above
+ADDITIVE_MAX_VARS = 12  # the lookahead's DP over 2^d node sets for thousands of data sets a call
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
@@ -70,25 +80,28 @@ class AdditiveModel:
         return x
 
 
-def _score_many(datasets: list[tuple[np.ndarray, np.ndarray]], t: int) -> tuple[np.ndarray, np.ndarray]:
-    log_beta = np.stack([log_local_scores_rows(s, m) for s, m in datasets])
+def _score_many(datasets: list[tuple[np.ndarray, np.ndarray]], t: int, max_parents: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    log_beta = np.stack([log_local_scores_rows(s, m, max_parents=max_parents) for s, m in datasets])
     return log_beta, parent_log_posterior(log_beta, t)[0]
 
 
 class AdditiveSurrogate:
-    """Exact posterior over the target's parent set for additive nonlinear mechanisms (see module docstring)."""
+    """Exact posterior over the target's parent set for additive nonlinear mechanisms (see module docstring), over
+    the DAGs whose nodes have at most `max_parents` parents."""
 
     name = "additive"
 
-    def __init__(self, variables: list[str], target: str):
-        check_variables(variables, target, "additive", FULL_SPACE_VARS)
+    def __init__(self, variables: list[str], target: str, max_parents: int | None = None):
+        check_variables(variables, target, "additive", ADDITIVE_MAX_VARS)
         self.variables, self.target = list(variables), target
         self.t, self.d = self.variables.index(target), len(variables)
+        self.max_parents = parent_bound(self.d, max_parents, ADDITIVE_FULL_SPACE_VARS)
         self.samples = np.zeros((0, self.d))
         self.intervened = np.zeros((0, self.d), dtype=bool)
         self.moments = empty_moments(self.d)  # the lookahead's statistics of the rows (`additive_moments`)
         self.updates = 0
-        self._set_state(*_score_many([(self.samples, self.intervened)], self.t))
+        self._set_state(*_score_many([(self.samples, self.intervened)], self.t, self.max_parents))
 
     def _set_state(self, log_beta: np.ndarray, log_post: np.ndarray) -> None:
         self.log_beta = log_beta[0]
@@ -105,11 +118,11 @@ class AdditiveSurrogate:
         self.samples = np.concatenate([self.samples, samples])
         self.intervened = np.concatenate([self.intervened, intervened])
         self.moments = merge_rows(self.moments, feature_rows(samples), intervened)
-        self._set_state(*_score_many([(self.samples, self.intervened)], self.t))
+        self._set_state(*_score_many([(self.samples, self.intervened)], self.t, self.max_parents))
         self.updates += 1
 
     def posterior(self) -> ParentPosterior:
-        return posterior_from_mask_probs(self.mask_probs, self.variables, self.target)
+        return posterior_from_mask_probs(self.mask_probs, self.variables, self.target, self.max_parents)
 
     def entropy(self) -> float:
         return self._entropy
@@ -127,20 +140,20 @@ class AdditiveSurrogate:
         checked = [check_batch(s, m, self.d) for s, m in batches]
         if all(len(s) == 1 for s, _ in checked):
             return self.what_if_rows(np.concatenate([s for s, _ in checked]), np.concatenate([m for _, m in checked]))
-        stats = [merge_rows(self.moments, feature_rows(s), m) for s, m in checked]
-        return self._entropies(*(np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2")))
+        def scores(i: int, j: int) -> np.ndarray:
+            stats = [merge_rows(self.moments, feature_rows(s), m) for s, m in checked[i:j]]
+            return log_local_scores_moments(*(np.stack([getattr(st, k) for st in stats])
+                                              for k in ("count", "mean", "m2")), self.max_parents)
+
+        return entropies_in_steps(self.d, self.t, self.max_parents, len(checked), scores)
 
     def what_if_rows(self, samples: np.ndarray, intervened: np.ndarray) -> np.ndarray:
-        """Entropy after adding each single row samples[i] (mask intervened[i]), without mutating: one vectorised
-        update of the moments."""
+        """Entropy after adding each single row samples[i] (mask intervened[i]), without mutating: each node's
+        moments updated by the row, one node at a time (`additive_moments.log_local_scores_single_rows`)."""
         samples, intervened = check_batch(samples, intervened, self.d)
-        return self._entropies(*merge_single_rows(self.moments, feature_rows(samples), intervened))
-
-    def _entropies(self, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
-        plan = score_plan(self.d)
-        scores = log_local_scores_moments(count, mean, m2)
-        log_post = sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]
-        return row_entropies(log_post[:, plan.sets[plan.nodes == self.t]])  # the sets of nonzero probability
+        features = feature_rows(samples)
+        return entropies_in_steps(self.d, self.t, self.max_parents, len(samples), lambda i, j: (
+            log_local_scores_single_rows(self.moments, features[i:j], intervened[i:j], self.max_parents)))
 
     def expected_gain(self, do: tuple[int, float] | None, mask: np.ndarray, draws: int,
                       rng: np.random.Generator) -> float | None:
@@ -197,5 +210,5 @@ def _fit(design: NodeDesign, parents: list[int]) -> tuple[np.ndarray, np.ndarray
     return mean_u, np.linalg.cholesky(a), max(q0 - float(b @ mean_u), 1e-300)
 
 
-register_surrogate(SurrogateKind("additive", lambda variables, target, max_parents=None: AdditiveSurrogate(variables, target),
-                                FULL_SPACE_VARS, bounded=False, sampled=True, lookahead=True))
+register_surrogate(SurrogateKind("additive", AdditiveSurrogate, ADDITIVE_MAX_VARS, bounded=True, sampled=True,
+                                lookahead=True))
