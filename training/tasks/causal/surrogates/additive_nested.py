@@ -175,38 +175,46 @@ def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_pri
                         for e in range(f):
                             x_rows[s, head + h, e] = x[h, e]
                 logdet_p, quad_p = logdet[p], quad[p]
-            log_diag = 0.0
+            det_root = 1.0  # det N: a product of roots >= 1 (C >= I), one log for the set
             for e in range(f):  # C = N N'
                 acc = c[e, e]
                 for h in range(e):
                     acc -= low[e, h] * low[e, h]
                 root = np.sqrt(acc)
                 low[e, e] = root
-                log_diag += np.log(root)
+                det_root *= root
                 for i in range(e + 1, f):
                     acc = c[i, e]
                     for h in range(e):
                         acc -= low[i, h] * low[e, h]
                     low[i, e] = acc / root
-            for i in range(f):  # N^-1
-                n_inv[s, i, i] = 1.0 / low[i, i]
-                for e in range(i):
-                    acc = 0.0
-                    for h in range(e, i):
-                        acc += low[i, h] * n_inv[s, h, e]
-                    n_inv[s, i, e] = -acc / low[i, i]
             total = quad_p
-            for i in range(f):
-                acc = 0.0
-                for h in range(i + 1):
-                    acc += n_inv[s, i, h] * r[h]
-                z[s, i] = acc
-                total += acc * acc
-                resid[s, i] = r[i]
-                for e in range(i + 1):
-                    schur[s, i, e] = c[i, e]
-                    schur[s, e, i] = c[i, e]
-            logdet[s] = logdet_p + 2.0 * log_diag
+            if k < k_max:  # what the next size reads: N^-1, C, r and z
+                for i in range(f):
+                    n_inv[s, i, i] = 1.0 / low[i, i]
+                    for e in range(i):
+                        acc = 0.0
+                        for h in range(e, i):
+                            acc += low[i, h] * n_inv[s, h, e]
+                        n_inv[s, i, e] = -acc / low[i, i]
+                for i in range(f):
+                    acc = 0.0
+                    for h in range(i + 1):
+                        acc += n_inv[s, i, h] * r[h]
+                    z[s, i] = acc
+                    total += acc * acc
+                    resid[s, i] = r[i]
+                    for e in range(i + 1):
+                        schur[s, i, e] = c[i, e]
+                        schur[s, e, i] = c[i, e]
+            else:  # z = N^-1 r by forward substitution
+                for i in range(f):
+                    acc = r[i]
+                    for h in range(i):
+                        acc -= low[i, h] * t[h, 0]
+                    t[i, 0] = acc / low[i, i]
+                    total += t[i, 0] * t[i, 0]
+            logdet[s] = logdet_p + 2.0 * np.log(det_root)
             quad[s] = total
             ratio = min(max(1.0 - total / q0_safe, 1e-300), 1.0)
             out[b, cols[s]] = -0.5 * logdet[s] - half_nu * np.log(ratio)

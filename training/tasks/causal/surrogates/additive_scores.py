@@ -86,8 +86,12 @@ class NodeDesign:
     basis: Basis = DICTIONARY
 
     def features(self, j: int, x: np.ndarray) -> np.ndarray:
+        return self.standardised(j, self.basis.atoms(x))
+
+    def standardised(self, j: int, raw: np.ndarray) -> np.ndarray:
+        """Parent j's features from its atoms `raw` (..., F)."""
         safe = np.where(self.sd[j] > 0, self.sd[j], 1.0)
-        return np.where(self.sd[j] > 0, (self.basis.atoms(x) - self.mean[j]) / safe, 0.0)
+        return np.where(self.sd[j] > 0, (raw - self.mean[j]) / safe, 0.0)
 
 
 def node_design(samples: np.ndarray, intervened: np.ndarray, v: int, basis: Basis = DICTIONARY) -> NodeDesign:

@@ -58,25 +58,55 @@ class AdditiveModel:
     noise_sd: np.ndarray
     per_row_noise = True  # `simulate_each` takes one noise vector per row (`belief.draw_expectations` batches them)
 
-    def _mean(self, v: int, x: np.ndarray) -> np.ndarray:
-        out = np.full(len(x), self.intercept[v])
+    def _mean(self, v: int, atoms_of: dict[int, np.ndarray], n: int) -> np.ndarray:
+        out = np.full(n, self.intercept[v])
         for j, w in zip(self.parents[v], self.weights[v], strict=True):
-            out = out + self.designs[v].features(j, x[:, j]) @ w
+            out = out + self.designs[v].standardised(j, atoms_of[j]) @ w
         return out
+
+    def _propagate(self, order: list[int], variables: np.ndarray, values: np.ndarray, eps: np.ndarray,
+                   keep_atoms: set[int]) -> np.ndarray:
+        """Rows (n, d) of the columns in `order` (the others 0), each variable's atoms computed once, for its
+        children (`keep_atoms`)."""
+        x = np.zeros((len(variables), len(self.order)))
+        atoms_of = {}
+        for v in order:
+            x[:, v] = np.where(variables == v, values, self._mean(v, atoms_of, len(x)) + self.noise_sd[v] * eps[..., v])
+            if v in keep_atoms:
+                atoms_of[v] = self.designs[v].basis.atoms(x[:, v])
+        return x
 
     def simulate_each(self, variables: np.ndarray, values: np.ndarray, eps: np.ndarray) -> np.ndarray:
         """Row i under do(X_variables[i] = values[i]) with the shared noise `eps` (d,), or row i's own eps[i]
         (n, d): (n, d)."""
-        x = np.zeros((len(variables), len(self.order)))
-        for v in self.order:
-            x[:, v] = np.where(variables == v, values, self._mean(v, x) + self.noise_sd[v] * eps[..., v])
-        return x
+        return self._propagate(self.order, variables, values, eps, {j for pa in self.parents for j in pa})
+
+    def expected_targets(self, target: int, variables: np.ndarray, values: np.ndarray, noise: np.ndarray
+                         ) -> np.ndarray:
+        """E[target | do(X_variables[i] = values[i])] per i (variable -1: no intervention), the mean over the noise
+        vectors `noise` (K, d) shared by every i. Only the target's ancestors are simulated, and only for the
+        interventions on them: any other one leaves the target as no intervention does (its value is that one)."""
+        needed, grow = {target}, [target]
+        while grow:
+            grow = [j for v in grow for j in self.parents[v] if j not in needed]
+            needed.update(grow)
+        moves = np.isin(variables, list(needed))
+        calls = np.concatenate([variables[moves], [-1]])
+        n = len(calls)
+        rows = self._propagate([v for v in self.order if v in needed], np.tile(calls, len(noise)),
+                               np.tile(np.concatenate([values[moves], [0.0]]), len(noise)), np.repeat(noise, n, axis=0),
+                               needed - {target})
+        means = rows[:, target].reshape(len(noise), n).mean(axis=0)
+        out = np.full(len(variables), means[-1])
+        out[moves] = means[:-1]
+        return out
 
     def simulate(self, do: dict[int, float], eps: np.ndarray) -> np.ndarray:
         """Rows (n, d) under the hard interventions `do` with standard-normal noise `eps` (n, d)."""
-        x = np.zeros_like(eps)
+        x, atoms_of = np.zeros_like(eps), {}
         for v in self.order:
-            x[:, v] = do[v] if v in do else self._mean(v, x) + self.noise_sd[v] * eps[:, v]
+            x[:, v] = do[v] if v in do else self._mean(v, atoms_of, len(x)) + self.noise_sd[v] * eps[:, v]
+            atoms_of[v] = self.designs[v].basis.atoms(x[:, v])
         return x
 
 
