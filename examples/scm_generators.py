@@ -78,3 +78,29 @@ def sempler_style(seed: int, n_vars: int = 6) -> SCM:
     noise = {v: float(rng.uniform(0.5, 1.0)) for v in order}
     return SCM(names, mechanisms, noise, {v: (-2.0, 2.0) for v in names if v != target}, target, "max",
                meta={"family": "sempler_style", "mechanism": "nonlinear", "seed": seed})
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Write `sempler_style(seed, n_vars)` as a user SCM file:
+    python -m examples.scm_generators --n_vars 7 --seed 0 --out examples/scms/sempler7_nonlinear.yaml"""
+    import argparse
+    from pathlib import Path
+
+    import yaml
+
+    from training.tasks.causal.scm.write_scm import scm_spec
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--n_vars", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    scm = sempler_style(args.seed, args.n_vars)
+    command = f"python -m examples.scm_generators --n_vars {args.n_vars} --seed {args.seed} --out {args.out}"
+    spec = scm_spec(scm, Path(args.out).stem, f"sempler-style random DAG, nonlinear terms; written by `{command}`")
+    Path(args.out).write_text(yaml.safe_dump(spec, sort_keys=False, width=120))
+    print(f"{scm.d} variables, target {scm.target} (parents {sorted(scm.parents())}) -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -96,7 +96,7 @@ def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray,
     return out
 
 
-@numba.njit(cache=True, fastmath={"contract"})
+@numba.njit(cache=True, fastmath={"contract"}, error_model="numpy")
 def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, m2, base, count, mean,
             delta, weight, out):  # pragma: no cover - compiled; its values are tested through `node_scores`
     f = FEATURES  # a compile-time constant: the F x F loops unrolled (twice as fast as F passed in)

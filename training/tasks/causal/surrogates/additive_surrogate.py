@@ -206,7 +206,8 @@ class AdditiveSurrogate:
             low = [self.variables[v] for v in np.flatnonzero(self.counts < 2)]
             raise ValueError(f"posterior_models needs >= 2 non-intervened rows per node; too few for {low}")
         designs = [node_design(self.samples, self.intervened, v) for v in range(self.d)]
-        fits = {}  # (node, parent mask) -> (posterior mean of u, Cholesky factor of A, Q_S)
+        rows = [(len(de.y), de.y.mean()) for de in designs]
+        fits = {}  # (node, parent mask) -> (posterior mean of u, (Cholesky factor of A)'^-1, Q_S, prior sds)
         models = []
         for masks in sample_dags(self.log_beta, n, rng):
             parents = [members(int(m), self.d) for m in masks]
@@ -215,29 +216,31 @@ class AdditiveSurrogate:
                 key = (v, int(masks[v]))
                 if key not in fits:
                     fits[key] = _fit(designs[v], parents[v])
-                mean_u, chol, q = fits[key]
-                de = designs[v]
-                sigma2 = (q / 2.0) / rng.gamma((len(de.y) - 1.0) / 2.0)
-                u = mean_u + np.sqrt(sigma2) * np.linalg.solve(chol.T, rng.standard_normal(len(mean_u)))
-                scale = np.tile(np.sqrt(de.basis.prior_var), len(parents[v]))
-                weights.append((u * scale).reshape(len(parents[v]), de.basis.size))
-                intercept[v] = de.y.mean() + rng.normal() * np.sqrt(sigma2 / len(de.y))
+                mean_u, chol_t_inv, q, scale = fits[key]
+                count, ybar = rows[v]
+                sigma2 = (q / 2.0) / rng.gamma((count - 1.0) / 2.0)
+                noise = rng.standard_normal(len(mean_u))
+                u = mean_u + np.sqrt(sigma2) * (chol_t_inv @ noise) if len(mean_u) else mean_u
+                weights.append((u * scale).reshape(len(parents[v]), designs[v].basis.size))
+                intercept[v] = ybar + rng.normal() * np.sqrt(sigma2 / count)
                 sd[v] = np.sqrt(sigma2)
             models.append(AdditiveModel(topological_order(parents), parents, intercept, designs, weights, sd))
         return models
 
 
-def _fit(design: NodeDesign, parents: list[int]) -> tuple[np.ndarray, np.ndarray, float]:
-    """(posterior mean of the scaled weights, Cholesky factor of A, Q_S) of a node on `parents`."""
+def _fit(design: NodeDesign, parents: list[int]) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """(posterior mean of the scaled weights, the inverse of the Cholesky factor of A transposed (a draw's
+    A^-1/2 z), Q_S, the features' prior sds) of a node on `parents`."""
     yc = design.y - design.y.mean()
     q0 = max(float(yc @ yc), 1e-300)
     if not parents:
-        return np.zeros(0), np.zeros((0, 0)), q0
-    phi = design.phi[:, parents].reshape(len(yc), -1) * np.tile(np.sqrt(design.basis.prior_var), len(parents))
+        return np.zeros(0), np.zeros((0, 0)), q0, np.zeros(0)
+    scale = np.tile(np.sqrt(design.basis.prior_var), len(parents))
+    phi = design.phi[:, parents].reshape(len(yc), -1) * scale
     a = np.eye(phi.shape[1]) + phi.T @ phi
     b = phi.T @ yc
     mean_u = np.linalg.solve(a, b)
-    return mean_u, np.linalg.cholesky(a), max(q0 - float(b @ mean_u), 1e-300)
+    return mean_u, np.linalg.inv(np.linalg.cholesky(a).T), max(q0 - float(b @ mean_u), 1e-300), scale
 
 
 register_surrogate(SurrogateKind("additive", AdditiveSurrogate, ADDITIVE_MAX_VARS, bounded=True, sampled=True,
