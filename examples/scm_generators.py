@@ -13,7 +13,7 @@ degree 2), each node x_v = sum_{j in Pa(v)} w_vj f_vj(x_j) + sigma_v eps with |w
 f drawn from tanh(x), sin(x), x^2 / (1 + |x|) and exp(-|x|), sigma_v ~ U[0.5, 1]; variables V0..V{d-1} listed in
 the causal order's seeded permutation; the target the last node in the order that has a parent; ranges [-2, 2]; the
 goal "max". What a user coming from sempler or causal-learn brings: `benchmarks/causal_option_cost.py` times the
-additive surrogate on them (3 to 10 variables), and examples/scms/sempler7_nonlinear.yaml is one written out.
+additive surrogate on them (3 to 10 variables), and examples/scms/sempler6_nonlinear.yaml is one written out.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def sempler_style(seed: int, n_vars: int = 6) -> SCM:
 
 def main(argv: list[str] | None = None) -> None:
     """Write `sempler_style(seed, n_vars)` as a user SCM file:
-    python -m examples.scm_generators --n_vars 7 --seed 0 --out examples/scms/sempler7_nonlinear.yaml"""
+    python -m examples.scm_generators --n_vars 6 --seed 0 --out examples/scms/sempler6_nonlinear.yaml"""
     import argparse
     from pathlib import Path
 
