@@ -134,6 +134,7 @@ class AdditiveSurrogate:
         self._set_state(*_score_many([(self.samples, self.intervened)], self.t, self.max_parents))
 
     def _set_state(self, log_beta: np.ndarray, log_post: np.ndarray) -> None:
+        self._fits = None  # the draws' designs and fits of this state (`posterior_models`), made on first use
         self.log_beta = log_beta[0]
         self.mask_probs = np.exp(log_post[0])
         self._entropy = entropy_nats(self.mask_probs)
@@ -205,9 +206,11 @@ class AdditiveSurrogate:
         if np.any(self.counts < 2):
             low = [self.variables[v] for v in np.flatnonzero(self.counts < 2)]
             raise ValueError(f"posterior_models needs >= 2 non-intervened rows per node; too few for {low}")
-        designs = [node_design(self.samples, self.intervened, v) for v in range(self.d)]
-        rows = [(len(de.y), de.y.mean()) for de in designs]
-        fits = {}  # (node, parent mask) -> (posterior mean of u, (Cholesky factor of A)'^-1, Q_S, prior sds)
+        if self._fits is None:  # shared by the state's draws: the options' and the structure reward's
+            designs = [node_design(self.samples, self.intervened, v) for v in range(self.d)]
+            self._fits = designs, [(len(de.y), de.y.mean()) for de in designs], {}
+        # fits: (node, parent mask) -> (posterior mean of u, (Cholesky factor of A)'^-1, Q_S, prior sds)
+        designs, rows, fits = self._fits
         models = []
         for masks in sample_dags(self.log_beta, n, rng):
             parents = [members(int(m), self.d) for m in masks]
