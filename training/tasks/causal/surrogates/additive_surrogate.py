@@ -9,9 +9,10 @@ sampler draws DAGs for `posterior_models`. Over the DAGs whose nodes have at mos
 above, unless set), up to `ADDITIVE_MAX_VARS` variables.
 
 The features are standardised over each node's rows, so an update rescores from the rows (kept whole). The
-lookahead (`what_if_rows`: the options' expected information gain, hundreds of hypothetical data sets of one more
+lookahead (`what_if_rows`: the options' expected information gain, thousands of hypothetical data sets of one more
 row each) scores from the feature moments, one row's Welford update a node (`additive_moments`), every parent
-set's factor grown from its prefix's (`additive_nested`), and runs the DP in chunks of bounded memory. Its cost a
+set's Cholesky factor built from its prefix's and its sibling's (`additive_nested`), and runs the DP in chunks of
+bounded memory. Its cost a
 call: BENCHMARKS.md "Nonlinear SCMs: seconds per call under the additive surrogate".
 """
 
@@ -33,15 +34,15 @@ from training.tasks.causal.surrogates.linear_scores import check_batch, merge_ro
 from training.tasks.causal.surrogates.structure_posterior import parent_log_posterior, sample_dags
 from training.tasks.causal.surrogates.registry import SurrogateKind, register_surrogate
 from training.tasks.causal.surrogates.subsets import members, parent_bound
-
-ADDITIVE_FULL_SPACE_VARS = 7  # every parent set scored up to this many variables; `DEFAULT_MAX_PARENTS` above
-ADDITIVE_MAX_VARS = 12  # the lookahead's DP over 2^d node sets for thousands of data sets a call
 from training.tasks.causal.surrogates.surrogate import (
     ParentPosterior,
     check_variables,
     entropy_nats,
     posterior_from_mask_probs,
 )
+
+ADDITIVE_FULL_SPACE_VARS = 7  # every parent set scored up to this many variables; `DEFAULT_MAX_PARENTS` above
+ADDITIVE_MAX_VARS = 12  # the lookahead's DP over 2^d node sets for thousands of data sets a call
 
 
 @dataclass
@@ -171,6 +172,7 @@ class AdditiveSurrogate:
         checked = [check_batch(s, m, self.d) for s, m in batches]
         if all(len(s) == 1 for s, _ in checked):
             return self.what_if_rows(np.concatenate([s for s, _ in checked]), np.concatenate([m for _, m in checked]))
+
         def scores(i: int, j: int) -> np.ndarray:
             stats = [merge_rows(self.moments, feature_rows(s), m) for s, m in checked[i:j]]
             return log_local_scores_moments(*(np.stack([getattr(st, k) for st in stats])
