@@ -85,22 +85,43 @@ class AdditiveModel:
     def expected_targets(self, target: int, variables: np.ndarray, values: np.ndarray, noise: np.ndarray
                          ) -> np.ndarray:
         """E[target | do(X_variables[i] = values[i])] per i (variable -1: no intervention), the mean over the noise
-        vectors `noise` (K, d) shared by every i. Only the target's ancestors are simulated, and only for the
-        interventions on them: any other one leaves the target as no intervention does (its value is that one)."""
-        needed, grow = {target}, [target]
-        while grow:
-            grow = [j for v in grow for j in self.parents[v] if j not in needed]
-            needed.update(grow)
-        moves = np.isin(variables, list(needed))
-        calls = np.concatenate([variables[moves], [-1]])
-        n = len(calls)
-        rows = self._propagate([v for v in self.order if v in needed], np.tile(calls, len(noise)),
-                               np.tile(np.concatenate([values[moves], [0.0]]), len(noise)), np.repeat(noise, n, axis=0),
-                               needed - {target})
-        means = rows[:, target].reshape(len(noise), n).mean(axis=0)
-        out = np.full(len(variables), means[-1])
-        out[moves] = means[:-1]
+        vectors `noise` (K, d) shared by every i. Only the target's ancestors are simulated: once without
+        intervention, then, per intervened ancestor j, only j's descendants among them (the rest keep their values
+        without intervention); an intervention elsewhere leaves the target as no intervention does."""
+        needed = self._ancestors(target) | {target}
+        order = [v for v in self.order if v in needed]
+        children = {v: [c for c in order if v in self.parents[c]] for v in order}
+        k = len(noise)
+        base = self._propagate(order, np.full(k, -1), np.zeros(k), noise, needed - {target})
+        base_atoms = {j: self.designs[j].basis.atoms(base[:, j]) for j in needed - {target}}
+        out = np.full(len(variables), base[:, target].mean())
+        for j in np.unique(variables[np.isin(variables, order)]):
+            which = np.flatnonzero(variables == j)
+            moved, grow = {int(j)}, [int(j)]
+            while grow:
+                grow = [c for v in grow for c in children[v] if c not in moved]
+                moved.update(grow)
+            n = len(which)
+            x = np.repeat(base, n, axis=0)
+            x[:, j] = np.tile(values[which], k)
+            eps = np.repeat(noise, n, axis=0)
+            atoms_of = {v: np.repeat(a, n, axis=0) for v, a in base_atoms.items() if v not in moved}
+            if j != target:
+                atoms_of[j] = self.designs[j].basis.atoms(x[:, j])
+            for v in order:
+                if v in moved and v != j:
+                    x[:, v] = self._mean(v, atoms_of, len(x)) + self.noise_sd[v] * eps[:, v]
+                    if v != target:
+                        atoms_of[v] = self.designs[v].basis.atoms(x[:, v])
+            out[which] = x[:, target].reshape(k, n).mean(axis=0)
         return out
+
+    def _ancestors(self, v: int) -> set[int]:
+        found, grow = set(), [v]
+        while grow:
+            grow = [j for u in grow for j in self.parents[u] if j not in found]
+            found.update(grow)
+        return found
 
     def simulate(self, do: dict[int, float], eps: np.ndarray) -> np.ndarray:
         """Rows (n, d) under the hard interventions `do` with standard-normal noise `eps` (n, d)."""
