@@ -17,9 +17,10 @@ X = [X_Q ; x] where X_Q belongs to the sibling Q = P \\ {max P} ∪ {j} (one mem
 
 So a set costs O(F^3 k) (one F x F Cholesky factor and a few F x F products), not the O((k F)^3) of factorising its
 block. `node_scores` runs it for one node over a batch of data sets, a data set at a time (its sets' factors stay in
-cache), with numba: in numpy the F x F steps cost about three times as much in call overhead as in arithmetic.
-Each data set's moments are a base's plus an optional one-row update (the lookahead's), so that the batch needs no
-d F x d F matrix per data set. The same numbers as `additive_scores.log_bayes_factors_rows` up to rounding
+cache), with numba: in numpy each F x F step is a call whose overhead outweighs its arithmetic. Its cost a call:
+BENCHMARKS.md "Where an additive call's time goes" (the options' scores). Each data set's moments are a base's
+plus an optional one-row update (the lookahead's), so that no d F x d F matrix is stored per data set (the kernel
+forms each data set's scaled Gram in one scratch buffer). The same numbers as `additive_scores.log_bayes_factors_rows` up to rounding
 (tests/tasks/causal/test_additive_fast_paths.py holds them to the code before, within 1e-10).
 """
 
@@ -99,7 +100,7 @@ def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray,
 @numba.njit(cache=True, fastmath={"contract"}, error_model="numpy")
 def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, m2, base, count, mean,
             delta, weight, out):  # pragma: no cover - compiled; its values are tested through `node_scores`
-    f = FEATURES  # a compile-time constant: the F x F loops unrolled (twice as fast as F passed in)
+    f = FEATURES  # a compile-time constant, so that the F x F loops are unrolled
     n_feat = m2.shape[-1]
     sets = len(size)
     x_rows = np.zeros((sets, f * max(k_max - 1, 1), f))
