@@ -8,7 +8,11 @@ variables with in-degree bound k (`subsets.parent_bound`), where n_j = d C(d - 1
 parents:
 
 * linear scores: sum_j n_j (j^3 / 3 + 2 j^2 + 12): the Cholesky factor, the forward solve and R^2, the Bayes factor;
-* additive scores, p = j F features (F = 5 atoms): sum_j n_j (p^3 + 3 p^2 + 12): Cholesky and solve, scaling, factor;
+* additive scores (`additive_nested`: each set's factor from its prefix's and its sibling's), F = 5 atoms a parent,
+  for the d - 1 nodes a data set's row moves (the intervened one keeps its scores): per set of j parents
+  2 F^3 (j - 2) + 8 F^3 / 3 + 4 F^2 + 12 (j >= 2: the sibling's block product, N^-1 times it, the Schur
+  complement, the F x F factor and its inverse, r and z, the score) and 2 F^3 / 3 + 4 F^2 + 12 at j = 1; plus the
+  node's scaled Gram, 4 (d F)^2;
 * the DP over the 2^(d - 1) sets without each node (`linear_dp`), for the d - 1 nodes other than the target:
   subset sums (d - 1)^2 2^(d - 2), order sums (L without the target, R with it, a multiply and an add a term)
   4 (d - 1) 2^(d - 2), the superset sum and its products (d + 1) 2^(d - 2), and one exp a score and one log a set.
@@ -33,12 +37,13 @@ from training.tasks.causal.surrogates.additive_scores import FEATURES
 
 
 def score_flops(d: int, max_parents: int, additive: bool) -> float:
-    total = 0.0
+    total = 4.0 * (d - 1) * (d * FEATURES) ** 2 if additive else 0.0
+    f = FEATURES
     for j in range(1, max_parents + 1):
         pairs = d * comb(d - 1, j)
         if additive:
-            p = j * FEATURES
-            total += pairs * (p ** 3 + 3 * p ** 2 + 12)
+            per_set = 2 * f ** 3 * (j - 2) + 8 * f ** 3 / 3 if j >= 2 else 2 * f ** 3 / 3
+            total += pairs * (d - 1) / d * (per_set + 4 * f ** 2 + 12)
         else:
             total += pairs * (j ** 3 / 3 + 2 * j ** 2 + 12)
     return total

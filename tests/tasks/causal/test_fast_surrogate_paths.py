@@ -227,3 +227,25 @@ def test_the_additive_lookahead_equals_rescoring_the_rows():
     for c, b in zip(copies, two_rows):
         c.update(*b)
     assert np.allclose(sur.what_if_many(two_rows), [c.entropy() for c in copies], rtol=0.0, atol=1e-10)
+
+
+@pytest.mark.parametrize("d, max_parents", [(5, 2), (9, None)])
+def test_the_bounded_additive_lookahead_equals_rescoring_the_rows_under_the_bound(d, max_parents):
+    """Under an in-degree bound (given, or the additive surrogate's default of 3 above 7 variables) the lookahead's
+    scores from the moments, every set's factor grown from its prefix's and its sibling's, are the rows' scores of
+    the sets within the bound, and a set above it has probability 0."""
+    scm = random_scm("er", d, 7, "nonlinear")
+    rng = np.random.default_rng(d)
+    sur = AdditiveSurrogate(scm.variables, scm.target, max_parents)
+    assert sur.max_parents == (max_parents or 3)
+    sur.update(*observational_rows(scm, 12, rng))
+    sur.update(*intervention_rows(scm, scm.actionable[0], 2, rng))
+    sizes = np.array([bin(m).count("1") for m in range(1 << d)])
+    assert sur.mask_probs[sizes > sur.max_parents].sum() == 0.0
+    rows, mask = intervention_rows(scm, scm.actionable[-1], 3, rng)
+    rows = np.vstack([rows, observational_rows(scm, 2, rng)[0]])
+    mask = np.vstack([mask, np.zeros((2, d), dtype=bool)])
+    log_beta = np.stack([log_local_scores_rows(np.vstack([sur.samples, r[None]]), np.vstack([sur.intervened, m[None]]),
+                                               max_parents=sur.max_parents) for r, m in zip(rows, mask)])
+    expected = row_entropies(reference_parent_log_posterior(log_beta, sur.t)[0])
+    assert np.allclose(sur.what_if_rows(rows, mask), expected, rtol=0.0, atol=1e-10)

@@ -185,12 +185,34 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
 
 
 def test_training_picks_the_surrogate_that_fits_the_file():
-    """Exact where every mechanism is affine (a linear file is written as expressions), additive for cos and exp,
-    learned above the additive and exact surrogates' sizes."""
+    """Exact where every mechanism is affine (a linear file is written as expressions), additive for cos and exp (up
+    to 12 variables: the nonlinear Sachs file's 11 under its in-degree bound), learned above the additive and exact
+    surrogates' sizes."""
     scms = Path(train_scm.__file__).resolve().parents[3] / "examples" / "scms"
-    chosen = {name: train_scm.fitting_surrogate(scm_rows.load_scm_file(scms / f"{name}.yaml"))
-              for name in ("cbo_toy", "sachs_linear", "er12_linear", "er20_linear")}
-    assert chosen == {"cbo_toy": "additive", "sachs_linear": "exact", "er12_linear": "exact", "er20_linear": "learned"}
+    names = ("cbo_toy", "sachs_linear", "er12_linear", "er20_linear", "sachs_nonlinear", "sempler6_nonlinear")
+    chosen = {name: train_scm.fitting_surrogate(scm_rows.load_scm_file(scms / f"{name}.yaml")) for name in names}
+    assert chosen == {"cbo_toy": "additive", "sachs_linear": "exact", "er12_linear": "exact", "er20_linear": "learned",
+                      "sachs_nonlinear": "additive", "sempler6_nonlinear": "additive"}
+
+
+@pytest.mark.parametrize("name", ["sempler6_nonlinear", "sachs_nonlinear"])
+def test_a_bundled_nonlinear_file_goes_through_every_causal_command(tmp_path, monkeypatch, name):
+    """The nonlinear files of issue 62 (6 and 11 variables) under the additive surrogate: rows, the baselines, the
+    evaluation of a policy and train_scm's recipe take them as they are."""
+    path = REPO / "examples" / "scms" / f"{name}.yaml"
+    monkeypatch.chdir(tmp_path)
+    scm_rows.main(["--scm", str(path), "--out", "rows", "--train", "1", "--heldout", "1", "--budget", "1", "--teacher"])
+    assert len(json.loads(load_rows(tmp_path / "rows" / "train.jsonl")[0]["reference_calls_json"])) == 1
+    evaluate_baselines.main(["--scm", str(path), "--budget", "1", "--episodes", "1", "--policies", "teacher",
+                             "--surrogate", "additive", "--out", "b"])
+    (played,) = records(tmp_path / "b" / "teacher")
+    assert played["surrogate_kind"] == "additive" and played["calls"] == 1.0
+    evaluate([*RECIPE, "--baseline", "random", "--scm", str(path), "--samples-per-prompt", "1", "--budget", "1",
+              "--surrogate", "additive", "--out", "e"])
+    assert len(records(tmp_path / "e")) == 1
+    recipe = train_scm.scm_recipe(["--scm", str(path), "--output_dir", "run", "--train_rows", "1", "--heldout_rows",
+                                   "1", "--budget", "1"])
+    assert recipe.environment().surrogate_kind == "additive"
 
 
 @pytest.mark.slow

@@ -7,9 +7,11 @@ import importlib
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.tasks.causal.helpers import chain5, dropped_module
 from training.run_setup.environment_settings import configured_environment
-from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.env import CausalEnv, EpisodeError, build_surrogate, check_surrogate_fits
 from training.tasks.causal.splits import scm_row
 from training.tasks.causal.surrogates import catalogue
 from training.tasks.causal.surrogates.registry import KINDS
@@ -41,3 +43,14 @@ def test_a_surrogate_module_dropped_into_the_package_is_found_and_a_recipe_can_n
     finally:
         KINDS.pop(name, None)
     assert list(KINDS) == SHIPPED
+
+
+def test_the_additive_surrogate_takes_an_in_degree_bound_and_says_up_to_what_size():
+    """Every parent set up to 7 variables, at most 3 parents above unless set (issue 62), up to 12 variables."""
+    names = [f"X{i}" for i in range(12)]
+    assert build_surrogate("additive", names[:7], "X0").max_parents == 6
+    assert build_surrogate("additive", names[:8], "X0").max_parents == 3
+    assert build_surrogate("additive", names[:8], "X0", 5).max_parents == 5
+    check_surrogate_fits("additive", 12, 2)
+    with pytest.raises(EpisodeError, match="more than the 12 the additive surrogate handles"):
+        check_surrogate_fits("additive", 13)

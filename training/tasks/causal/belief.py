@@ -65,6 +65,8 @@ def draw_expectations(model, target: int, variables: np.ndarray, values: np.ndar
     draw's target is linear in the noise, so its expectation is the noise-free propagation, exact)."""
     if isinstance(model, LinearModel):
         return model.simulate_each(variables, values, np.zeros(len(model.order)))[:, target]
+    if hasattr(model, "expected_targets"):  # the additive draws: the target's ancestors only
+        return model.expected_targets(target, variables, values, noise)
     if not getattr(model, "per_row_noise", False):
         return np.mean([model.simulate_each(variables, values, eps)[:, target] for eps in noise], axis=0)
     n = len(variables)  # every noise vector's rows in one call

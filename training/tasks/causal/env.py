@@ -387,7 +387,7 @@ class CausalEnv:
               initial_samples: int | None = None, target: str | None = None, max_parents: int | None = None,
               **row) -> str:
         """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
-        options after it. `max_parents`: the exact surrogate's in-degree bound (`subsets.parent_bound`)."""
+        options after it. `max_parents`: the surrogate's in-degree bound (`subsets.parent_bound`)."""
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._rng = generator(seed)  # the seed rule: training.evaluation.pairing_seeds
         self._seed = int(seed)

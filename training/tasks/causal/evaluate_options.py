@@ -32,8 +32,8 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                                      "(episode k of it is the k-th paired episode)")
     group.add_argument("--budget", type=int, help="calls per episode (default: the rows')")
     group.add_argument("--initial_samples", type=int, help="observational rows at reset (default: the rows')")
-    group.add_argument("--max_parents", type=int, help="the exact surrogate's in-degree bound (default: none up to "
-                                                       "10 variables, 3 above)")
+    group.add_argument("--max_parents", type=int, help="the in-degree bound of the exact and additive surrogates "
+                                                       "(default: none up to 10 variables, 7 for additive; 3 above)")
     sampled = [name for name, kind in SURROGATE_KINDS.items() if kind.sampled]
     group.add_argument("--surrogate", choices=sampled, help="the environment's surrogate (default: the recipe's; "
                        "additive: nonlinear mechanisms; learned: SCMs larger than the exact one handles)")

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--surrogate", default="exact", help="the surrogate the teacher's traces are played with "
                                                               "(exact, additive, learned)")
     parser.add_argument("--max_parents", type=int, default=None,
-                        help="the exact surrogate's in-degree bound, written into every row")
+                        help="the in-degree bound of the exact and additive surrogates, written into every row")
     args = parser.parse_args(argv)
     with bad_input_exits():
         budget, initial = check_counts(args.budget, args.initial_samples)

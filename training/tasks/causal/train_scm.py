@@ -10,9 +10,9 @@ held-out rows (`training.tasks.causal.splits.make_rows`), keeps them in OUTPUT_D
 runs `training.train.train` in process on a `Recipe`: the recipe file (`--config`, by default the checkout's
 recipes/causal_cpu.yaml) with the other `training.train` flags, the rows and the environment class handed over as
 objects. The environment is the `--surrogate`'s, by default the one that fits the file (`fitting_surrogate`): exact
-where every mechanism is affine in its parents (up to 16 variables), additive otherwise (up to 10), learned above;
+where every mechanism is affine in its parents (up to 16 variables), additive otherwise (up to 12), learned above;
 the run records it as `environment_factory: training.tasks.causal.env.CausalEnv` with `environment_settings:
-{surrogate_kind: ...}`. `--max_parents` sets the exact surrogate's in-degree bound in the rows. `--train_file` and
+{surrogate_kind: ...}`. `--max_parents` sets the surrogate's in-degree bound in the rows. `--train_file` and
 `--heldout_file` are refused (the rows come from the SCM). `--episodes` and `--heldout_episodes` were renamed
 `--train_rows` and `--heldout_rows` (`--episodes` elsewhere counts episodes per row). GRPO's wall-time guard is
 `SCM_WALL_TIME_S` unless `--max_wall_time_s` is given (the recipe's is the main job's).
@@ -65,9 +65,10 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.add_argument(old, action=Renamed, help=f"renamed {RENAMED[old]}")
     parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
                         help="the environment's surrogate (default: the one that fits the file: exact for affine "
-                             "mechanisms, additive otherwise, learned above 10 or 16 variables)")
+                             "mechanisms, additive otherwise, learned above 12 or 16 variables)")
     parser.add_argument("--max_parents", type=int, default=None,
-                        help="the exact surrogate's in-degree bound (default: none up to 10 variables, 3 above)")
+                        help="the in-degree bound of the exact and additive surrogates (default: none up to 10 "
+                             "variables, 7 for additive; 3 above)")
     args, rest = parser.parse_known_args(argv)
     given = {flag.split("=", 1)[0] for flag in rest if flag.startswith("--")}
     if "--output_dir" not in given:

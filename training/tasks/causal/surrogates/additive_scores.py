@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.tasks.causal.surrogates.linear_scores import CONSTANT_REL_SD
-from training.tasks.causal.surrogates.subsets import score_plan
+from training.tasks.causal.surrogates.subsets import parent_bound, score_plan
 
 ATOMS = ("x", "sin(x)", "cos(x)", "tanh(x)", "x^2/(1+|x|)")  # per parent, in the mechanism language's units
 FEATURES = len(ATOMS)
@@ -86,8 +86,12 @@ class NodeDesign:
     basis: Basis = DICTIONARY
 
     def features(self, j: int, x: np.ndarray) -> np.ndarray:
+        return self.standardised(j, self.basis.atoms(x))
+
+    def standardised(self, j: int, raw: np.ndarray) -> np.ndarray:
+        """Parent j's features from its atoms `raw` (..., F)."""
         safe = np.where(self.sd[j] > 0, self.sd[j], 1.0)
-        return np.where(self.sd[j] > 0, (self.basis.atoms(x) - self.mean[j]) / safe, 0.0)
+        return np.where(self.sd[j] > 0, (raw - self.mean[j]) / safe, 0.0)
 
 
 def node_design(samples: np.ndarray, intervened: np.ndarray, v: int, basis: Basis = DICTIONARY) -> NodeDesign:
@@ -103,10 +107,12 @@ def node_design(samples: np.ndarray, intervened: np.ndarray, v: int, basis: Basi
     return NodeDesign(rows[:, v], phi, mean, sd, basis)
 
 
-def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY) -> np.ndarray:
-    """log BF_v(S) for every node v and mask S of one data set: (d, 2^d), -inf where v in S."""
+def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY,
+                           max_parents: int | None = None) -> np.ndarray:
+    """log BF_v(S) for every node v and mask S of one data set: (d, 2^d), -inf where v in S or S has more than
+    `max_parents` members (`subsets.parent_bound`)."""
     d, features = samples.shape[1], basis.size
-    plan = score_plan(d)
+    plan = score_plan(d, parent_bound(d, max_parents))
     out = np.full((d, 1 << d), -np.inf)
     out[np.arange(d), 0] = 0.0
     designs = [node_design(samples, intervened, v, basis) for v in range(d)]
@@ -137,6 +143,9 @@ def log_bayes_factors_rows(samples: np.ndarray, intervened: np.ndarray, basis: B
     return out
 
 
-def log_local_scores_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY) -> np.ndarray:
-    """log beta_v(S) = log rho(S) + log BF_v(S), shape (d, 2^d) (-inf where v in S)."""
-    return score_plan(samples.shape[1]).log_prior + log_bayes_factors_rows(samples, intervened, basis)
+def log_local_scores_rows(samples: np.ndarray, intervened: np.ndarray, basis: Basis = DICTIONARY,
+                          max_parents: int | None = None) -> np.ndarray:
+    """log beta_v(S) = log rho(S) + log BF_v(S), shape (d, 2^d) (-inf where v in S or S is larger than the bound)."""
+    d = samples.shape[1]
+    return (score_plan(d, parent_bound(d, max_parents)).log_prior
+            + log_bayes_factors_rows(samples, intervened, basis, max_parents))

@@ -168,17 +168,10 @@ class ExactSurrogate:
         return self._in_steps(len(samples), lambda i, j: merge_single_rows(self.stats, samples[i:j], intervened[i:j]))
 
     def _in_steps(self, n: int, stats_of) -> np.ndarray:
-        """The entropies of n hypothetical data sets, `stats_of(i, j)` giving stacked stats of data sets i..j - 1,
-        in DP calls of at most `LOOKAHEAD_ENTRIES` entries (bounded memory at large d)."""
-        step = max(1, LOOKAHEAD_ENTRIES // (self.d << (self.d - 1)))
-        plan = score_plan(self.d, self.max_parents)
-        scored = plan.sets[plan.nodes == self.t]  # the target's sets of nonzero probability
-        out = [np.zeros(0)]
-        for i in range(0, n, step):
-            scores = log_local_scores_sparse(*stats_of(i, min(i + step, n)), self.max_parents)
-            log_post = sparse_parent_log_posterior(scores, plan.nodes, plan.sets, self.d, self.t)[0]
-            out.append(row_entropies(log_post[:, scored]))
-        return np.concatenate(out)
+        """The entropies of n hypothetical data sets, `stats_of(i, j)` giving stacked stats of data sets i..j - 1
+        (`entropies_in_steps`)."""
+        return entropies_in_steps(self.d, self.t, self.max_parents, n, lambda i, j: log_local_scores_sparse(
+            *stats_of(i, j), self.max_parents))
 
     def what_if(self, samples: np.ndarray, intervened: np.ndarray) -> float:
         return float(self.what_if_many([(samples, intervened)])[0])
@@ -284,6 +277,20 @@ def _factor_and_solve(sxx: np.ndarray, sxy: np.ndarray) -> tuple[np.ndarray, np.
 
 def _stack_stats(stats: list[NodeStats]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.stack([getattr(st, k) for st in stats]) for k in ("count", "mean", "m2"))
+
+
+def entropies_in_steps(d: int, target: int, max_parents: int, n: int, scores_of) -> np.ndarray:
+    """The target's parent-set entropies of n hypothetical data sets, `scores_of(i, j)` giving the sparse scores
+    (`score_plan(d, max_parents)`'s pairs) of data sets i..j - 1, in DP calls of at most `LOOKAHEAD_ENTRIES` entries
+    (bounded memory at large d)."""
+    step = max(1, LOOKAHEAD_ENTRIES // (d << (d - 1)))
+    plan = score_plan(d, max_parents)
+    scored = plan.sets[plan.nodes == target]  # the target's sets of nonzero probability
+    out = [np.zeros(0)]
+    for i in range(0, n, step):
+        log_post = sparse_parent_log_posterior(scores_of(i, min(i + step, n)), plan.nodes, plan.sets, d, target)[0]
+        out.append(row_entropies(log_post[:, scored]))
+    return np.concatenate(out)
 
 
 def row_entropies(log_post: np.ndarray) -> np.ndarray:

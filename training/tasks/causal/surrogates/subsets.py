@@ -25,11 +25,12 @@ EXACT_MAX_VARS = 16  # the DP's 2^d node sets: BENCHMARKS.md "Exact surrogate up
 DEFAULT_MAX_PARENTS = 3
 
 
-def parent_bound(d: int, max_parents: int | None = None) -> int:
+def parent_bound(d: int, max_parents: int | None = None, full_space: int = FULL_SPACE_VARS) -> int:
     """The in-degree bound for d variables: `max_parents` (at most d - 1) where given, else d - 1 (no bound) up to
-    `FULL_SPACE_VARS` variables and `DEFAULT_MAX_PARENTS` above."""
+    `full_space` variables (the exact surrogate's `FULL_SPACE_VARS`, the additive one's own) and
+    `DEFAULT_MAX_PARENTS` above."""
     if max_parents is None:
-        return d - 1 if d <= FULL_SPACE_VARS else DEFAULT_MAX_PARENTS
+        return d - 1 if d <= full_space else DEFAULT_MAX_PARENTS
     if isinstance(max_parents, bool) or not isinstance(max_parents, int) or max_parents < 1:
         raise ValueError(f"max_parents: must be an int >= 1, got {max_parents!r}")
     return min(max_parents, d - 1)

@@ -1,0 +1,221 @@
+"""The additive scores of every parent set of one node in many data sets, each set's Cholesky factor built from two
+smaller sets' (its prefix and its sibling), compiled: what the additive surrogate scores its lookahead's thousands
+of data sets with.
+
+For node v and a data set, `additive_scores` needs, per parent set S, log det A_S and b_S' A_S^-1 b_S, where
+A = I + Lambda^½ D^-1 M2 D^-1 Lambda^½ over all the variables' features (D their sds on v's rows, 0 for a constant
+one: its feature is 0), A_S its block on S's features (F = 5 a parent, in the order of S's members) and b the same
+scaling of M2[:, y]. With A_S = L L' (Cholesky), L's block row of member s_r is [X_r', N_r], where
+X_r = L_{S[:r]}^-1 A[S[:r], s_r] and N_r N_r' = A[s_r, s_r] - X_r' X_r: it depends on S[:r + 1] alone. So a set
+S = P ∪ {j} (j its largest member, P = `SizeGroup.prefix`'s set) has the factor of P plus one block row [X', N], and
+X = [X_Q ; x] where X_Q belongs to the sibling Q = P \\ {max P} ∪ {j} (one member fewer, the same largest one):
+
+    x = N_P^-1 (A[max P, j] - X_P' X_Q)                (X_P: P's own block row)
+    C = C_Q - x'x,   C = N N'                           (C_Q = A[j, j] - X_Q' X_Q, Q's Schur complement; C >= I)
+    r = r_Q - x' z_P,   z = N^-1 r                      (r_Q = b_j - X_Q' z_{P \\ max P}, z_P: P's last block of z)
+    log det A_S = log det A_P + 2 sum log diag N,   b_S' A_S^-1 b_S = quad_P + |z|^2.
+
+So a set costs O(F^3 k) (one F x F Cholesky factor and a few F x F products), not the O((k F)^3) of factorising its
+block. `node_scores` runs it for one node over a batch of data sets, a data set at a time (its sets' factors stay in
+cache), with numba: in numpy each F x F step is a call whose overhead outweighs its arithmetic. Its cost a call:
+BENCHMARKS.md "Where an additive call's time goes" (the options' scores). Each data set's moments are a base's
+plus an optional one-row update (the lookahead's), so that no d F x d F matrix is stored per data set (the kernel
+forms each data set's scaled Gram in one scratch buffer). The same numbers as `additive_scores.log_bayes_factors_rows` up to rounding
+(tests/tasks/causal/test_additive_fast_paths.py holds them to the code before, within 1e-10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+from training.tasks.causal.surrogates.additive_scores import FEATURES
+from training.tasks.causal.surrogates.linear_scores import CONSTANT_REL_SD
+from training.tasks.causal.surrogates.subsets import score_plan
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """Node v's scored parent sets of sizes 1.., in `score_plan` order, by size (flat arrays over the sets): each
+    one's size, the rows of its prefix and its sibling among these (k >= 2), its largest member's first feature and
+    its prefix's largest member's first feature (columns of the (d F)-wide Gram), and its place among v's scored
+    sets (the empty set's included)."""
+
+    size: np.ndarray
+    prefix: np.ndarray
+    sibling: np.ndarray
+    last: np.ndarray
+    before_last: np.ndarray
+    cols: np.ndarray
+    n_sets: int
+    features: int  # F
+
+
+@lru_cache(maxsize=None)
+def node_plan(d: int, max_parents: int, v: int, features: int) -> NodePlan:
+    plan = score_plan(d, max_parents)
+    start = int(np.searchsorted(plan.nodes, v))
+    parts = {key: [] for key in ("size", "prefix", "sibling", "last", "before_last", "cols")}
+    prev_masks, prev_offset, offset = np.zeros(0, dtype=np.int64), 0, 0
+    for grp in plan.size_groups:
+        rows = np.flatnonzero(grp.nodes == v)
+        idx, masks = grp.idx[rows], grp.masks[rows]
+        if grp.k == 1:
+            prefix = sibling = np.zeros(len(rows), dtype=np.int64)
+        else:
+            order = np.argsort(prev_masks)
+            prefix = prev_offset + order[np.searchsorted(prev_masks[order], masks & ~(1 << idx[:, -1]))]
+            sibling = prev_offset + order[np.searchsorted(prev_masks[order], masks & ~(1 << idx[:, -2]))]
+        parts["size"].append(np.full(len(rows), grp.k))
+        parts["prefix"].append(prefix)
+        parts["sibling"].append(sibling)
+        parts["last"].append(idx[:, -1] * features)
+        parts["before_last"].append(idx[:, -2 if grp.k > 1 else -1] * features)
+        parts["cols"].append(grp.cols[rows] - start)
+        prev_masks, prev_offset, offset = masks, offset, offset + len(rows)
+    flat = {key: np.concatenate(value).astype(np.int64) if value else np.zeros(0, dtype=np.int64)
+            for key, value in parts.items()}
+    return NodePlan(**flat, n_sets=int(np.sum(plan.nodes == v)), features=features)
+
+
+def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray, base: np.ndarray,
+                count: np.ndarray, mean: np.ndarray, delta: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """log BF of node v's scored sets (`plan`), (B, n_sets), in B data sets whose moments over the P = d F features
+    are count[i], mean[i] and m2[base[i]] + weight[i] delta[i] delta[i]' (`m2` (Bm, P, P)); `own`: v's own x
+    column, `prior_var` (P,) each feature's. 0 where the data set is uninformative (fewer than 2 rows, or v constant
+    on them)."""
+    out = np.zeros((len(base), plan.n_sets))
+    if plan.features != FEATURES:
+        raise ValueError(f"node_scores: compiled for {FEATURES} features a parent, got {plan.features}")
+    _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols,
+            int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD, np.ascontiguousarray(m2),
+            base.astype(np.int64), count.astype(float), np.ascontiguousarray(mean, dtype=float),
+            np.ascontiguousarray(delta, dtype=float), weight.astype(float), out)
+    return out
+
+
+@numba.njit(cache=True, fastmath={"contract"}, error_model="numpy")
+def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, m2, base, count, mean,
+            delta, weight, out):  # pragma: no cover - compiled; its values are tested through `node_scores`
+    f = FEATURES  # a compile-time constant, so that the F x F loops are unrolled
+    n_feat = m2.shape[-1]
+    sets = len(size)
+    x_rows = np.zeros((sets, f * max(k_max - 1, 1), f))
+    n_inv = np.zeros((sets, f, f))
+    schur = np.zeros((sets, f, f))
+    resid = np.zeros((sets, f))
+    z = np.zeros((sets, f))
+    logdet = np.zeros(sets)
+    quad = np.zeros(sets)
+    inv = np.zeros(n_feat)
+    gram = np.zeros((n_feat, n_feat))
+    cross = np.zeros(n_feat)
+    t = np.zeros((f, f))
+    x = np.zeros((f, f))
+    c = np.zeros((f, f))
+    r = np.zeros(f)
+    low = np.zeros((f, f))
+    for b in range(len(base)):
+        mb, w, n = m2[base[b]], weight[b], count[b]
+        for a in range(n_feat):
+            var = mb[a, a] + w * delta[b, a] * delta[b, a]
+            sd = np.sqrt(var / max(n, 1.0))
+            inv[a] = root_prior[a] / sd if sd > rel_sd * abs(mean[b, a]) else 0.0
+        q0 = mb[own, own] + w * delta[b, own] * delta[b, own]
+        ybar = mean[b, own]
+        if not (n >= 2 and q0 > rel_sd * rel_sd * n * ybar * ybar):
+            continue  # uninformative: every score 0
+        for a in range(n_feat):
+            cross[a] = (mb[a, own] + w * delta[b, a] * delta[b, own]) * inv[a]
+            for e in range(n_feat):
+                gram[a, e] = (mb[a, e] + w * delta[b, a] * delta[b, e]) * inv[a] * inv[e]
+        q0_safe = q0 if q0 > 0 else 1.0
+        half_nu = 0.5 * (n - 1.0)
+        for s in range(sets):
+            k, j0 = size[s], last[s]
+            if k == 1:
+                for i in range(f):
+                    for e in range(f):
+                        c[i, e] = gram[j0 + i, j0 + e]
+                    c[i, i] += 1.0
+                    r[i] = cross[j0 + i]
+                logdet_p, quad_p = 0.0, 0.0
+            else:
+                p, q, m0 = prefix[s], sibling[s], before_last[s]
+                for i in range(f):
+                    for e in range(f):
+                        acc = gram[m0 + i, j0 + e]
+                        for h in range(f * (k - 2)):
+                            acc -= x_rows[p, h, i] * x_rows[q, h, e]
+                        t[i, e] = acc
+                for i in range(f):  # x = N_P^-1 t (lower triangular)
+                    for e in range(f):
+                        acc = 0.0
+                        for h in range(i + 1):
+                            acc += n_inv[p, i, h] * t[h, e]
+                        x[i, e] = acc
+                for i in range(f):  # C = C_Q - x'x (lower half), r = r_Q - x' z_P
+                    for e in range(i + 1):
+                        acc = schur[q, i, e]
+                        for h in range(f):
+                            acc -= x[h, i] * x[h, e]
+                        c[i, e] = acc
+                    acc = resid[q, i]
+                    for h in range(f):
+                        acc -= x[h, i] * z[p, h]
+                    r[i] = acc
+                if k < k_max:  # the set's block row, for the sets it is the prefix or sibling of
+                    head = f * (k - 2)
+                    for h in range(head):
+                        for e in range(f):
+                            x_rows[s, h, e] = x_rows[q, h, e]
+                    for h in range(f):
+                        for e in range(f):
+                            x_rows[s, head + h, e] = x[h, e]
+                logdet_p, quad_p = logdet[p], quad[p]
+            det_root = 1.0  # det N: a product of roots >= 1 (C >= I), one log for the set
+            for e in range(f):  # C = N N'
+                acc = c[e, e]
+                for h in range(e):
+                    acc -= low[e, h] * low[e, h]
+                root = np.sqrt(acc)
+                low[e, e] = root
+                det_root *= root
+                for i in range(e + 1, f):
+                    acc = c[i, e]
+                    for h in range(e):
+                        acc -= low[i, h] * low[e, h]
+                    low[i, e] = acc / root
+            total = quad_p
+            if k < k_max:  # what the next size reads: N^-1, C, r and z
+                for i in range(f):
+                    n_inv[s, i, i] = 1.0 / low[i, i]
+                    for e in range(i):
+                        acc = 0.0
+                        for h in range(e, i):
+                            acc += low[i, h] * n_inv[s, h, e]
+                        n_inv[s, i, e] = -acc / low[i, i]
+                for i in range(f):
+                    acc = 0.0
+                    for h in range(i + 1):
+                        acc += n_inv[s, i, h] * r[h]
+                    z[s, i] = acc
+                    total += acc * acc
+                    resid[s, i] = r[i]
+                    for e in range(i + 1):
+                        schur[s, i, e] = c[i, e]
+                        schur[s, e, i] = c[i, e]
+            else:  # z = N^-1 r by forward substitution
+                for i in range(f):
+                    acc = r[i]
+                    for h in range(i):
+                        acc -= low[i, h] * t[h, 0]
+                    t[i, 0] = acc / low[i, i]
+                    total += t[i, 0] * t[i, 0]
+            logdet[s] = logdet_p + 2.0 * np.log(det_root)
+            quad[s] = total
+            ratio = min(max(1.0 - total / q0_safe, 1e-300), 1.0)
+            out[b, cols[s]] = -0.5 * logdet[s] - half_nu * np.log(ratio)
