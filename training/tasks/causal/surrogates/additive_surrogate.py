@@ -18,6 +18,8 @@ call: BENCHMARKS.md "Nonlinear SCMs: seconds per call under the additive surroga
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,12 +216,23 @@ class AdditiveSurrogate:
         """The entropy drop the posterior expects of a call (nats), as `ExactSurrogate.expected_gain`: the current
         entropy minus the mean entropy after the call's rows answered by `draws` posterior models. None with fewer
         than 2 non-intervened rows for some node."""
+        return self.expected_gains([(do, mask)], draws, rng)[0]
+
+    def expected_gains(self, calls: list[tuple[tuple[int, float] | None, np.ndarray]], draws: int,
+                       rng: np.random.Generator) -> list[float | None]:
+        """`expected_gain` of each (do, mask) call as a fresh `rng` in that state would give it, the posterior draws
+        made once for all (what the options' what-ifs share: `CausalEnv.choices`)."""
         if np.any(self.counts < 2):
-            return None
-        fixed = {} if do is None else {do[0]: do[1]}
-        answers = [(model.simulate(fixed, rng.standard_normal(mask.shape)), mask)
-                   for model in self.posterior_models(draws, rng)]
-        return float(self.entropy() - self.what_if_many(answers).mean())
+            return [None] * len(calls)
+        models = self.posterior_models(draws, rng)
+        drawn = copy.deepcopy(rng)  # each call's answers draw from here, as its own expected_gain would
+        out = []
+        for do, mask in calls:
+            answer_rng = copy.deepcopy(drawn)
+            fixed = {} if do is None else {do[0]: do[1]}
+            answers = [(model.simulate(fixed, answer_rng.standard_normal(mask.shape)), mask) for model in models]
+            out.append(float(self.entropy() - self.what_if_many(answers).mean()))
+        return out
 
     def posterior_models(self, n: int, rng: np.random.Generator) -> list[AdditiveModel]:
         """n draws of (DAG, parameters): DAGs by `sample_dags`; then per node v with parents S, on v's rows, in the
