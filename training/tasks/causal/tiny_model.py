@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -55,16 +53,6 @@ VOCAB_SIZE = 2048
 CORPUS_EPISODES = 200
 CORPUS_SEED_OFFSET = 10_000_000  # SCM seeds far from the bundled splits'
 CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
-# Numbers the replies write, each one token whatever the corpus's merges made of it: the options' gain and info
-# (whole percentages), values, samples and P(parent) at one decimal, the data summary's signed correlations. Learned
-# merges alone left most two-digit numbers in two pieces (" 42" as " 4" "2", the first the same token as " 4"), so a
-# reader could not tell 4 from 42 by its first token (results ledger, "The imitation ceiling").
-WHOLE_NUMBERS = tuple(
-    [f"{space}{v}" for v in range(-100, 101) for space in ("", " ")]
-    + [f"{space}{v / 10:.1f}" for v in range(-200, 201) for space in ("", " ")]
-    + [f" {sign}{v / 10:.1f}" for v in range(0, 11) for sign in "+-"])
-VALUE_PERIODS = (10, 50, 200)
-VALUE_CODE_SCALE = 2.0  # the code's norm, in units of the embedding's initial per-token norm
 # words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
 # (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
 PIECES = r' ?(?>[A-Za-z_][A-Za-z0-9_]*)(?!":)|(?<!:) ?[-+]?\d+(?:\.\d+)?'
@@ -126,7 +114,6 @@ def build_causal_tokenizer() -> PreTrainedTokenizerFast:
     trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False, special_tokens=SPECIAL_TOKENS + MARKUP_TOKENS)
     bpe.train_from_iterator(corpus(), trainer=trainer)
-    bpe = with_whole_numbers(bpe, WHOLE_NUMBERS)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         additional_special_tokens=SPECIAL_TOKENS, model_max_length=TINY_ARCH["max_position_embeddings"],
@@ -137,43 +124,8 @@ def build_causal_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def with_whole_numbers(bpe: Tokenizer, numbers: tuple[str, ...]) -> Tokenizer:
-    """`bpe` with merges appended (after every learned one, so nothing else tokenises differently) until each of
-    `numbers` is one token: the pieces a number splits into are merged pair by pair, left to right."""
-    spec = json.loads(bpe.to_str())
-    model = spec["model"]
-    vocab, merges = model["vocab"], model["merges"]
-    for number in numbers:
-        while len(pieces := bpe.encode(number, add_special_tokens=False).tokens) > 1:
-            merges.append([pieces[0], pieces[1]])
-            vocab.setdefault(pieces[0] + pieces[1], len(vocab))
-            bpe = Tokenizer.from_str(json.dumps(spec))
-            if len(bpe.encode(number, add_special_tokens=False).tokens) >= len(pieces):
-                raise ValueError(f"whole numbers: {number!r} is not one piece of the pre-tokenizer ({pieces})")
-    return bpe
-
-
-def value_codes(tokenizer, width: int, seed: int) -> torch.Tensor:
-    """(vocab, width): for each whole-number token (`WHOLE_NUMBERS`), a code of its value on fixed random orthonormal
-    directions (seeded), added to its initial embedding: the number's size (v / 100, tanh(v / 10)), its sign, and
-    sin / cos of v at periods 10, 50 and 200; 0 for every other token. A freshly initialised embedding knows nothing
-    of which number is larger, and the options are compared by their numbers; with the code, "gain 42" and "gain 41"
-    start close and ordered. Scaled to the embedding's initial spread."""
-    ids = {tokenizer.convert_tokens_to_ids(tokenizer.tokenize(n)[0]): float(n) for n in WHOLE_NUMBERS}
-    generator = torch.Generator().manual_seed(seed)
-    features = 3 + 2 * len(VALUE_PERIODS)
-    directions, _ = torch.linalg.qr(torch.randn(width, features, generator=generator))
-    codes = torch.zeros(len(tokenizer), width)
-    for token, v in ids.items():
-        x = [v / 100, math.tanh(v / 10), float(np.sign(v))]
-        x += [f(2 * math.pi * v / p) for p in VALUE_PERIODS for f in (math.sin, math.cos)]
-        codes[token] = directions @ torch.tensor(x)
-    return VALUE_CODE_SCALE * CAUSAL_ARCH.get("initializer_range", 0.02) * math.sqrt(width / features) * codes
-
-
 def fingerprint() -> str:
-    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, WHOLE_NUMBERS, VALUE_PERIODS, VALUE_CODE_SCALE,
-                          CAUSAL_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS,
+    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, CAUSAL_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS,
                           source_digest(__name__, "training.run_setup.tiny_qwen3"), numerics(threads=False)])
     return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
@@ -185,8 +137,6 @@ def write_causal_tiny_qwen3(out_dir: str | Path, seed: int = 0) -> Path:
     with atomic_directory(out) as tmp:
         tokenizer = build_causal_tokenizer()
         model = build_model(tokenizer, seed, CAUSAL_ARCH)
-        with torch.no_grad():
-            model.get_input_embeddings().weight += value_codes(tokenizer, model.config.hidden_size, seed)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "tiny_qwen3.json").write_text(json.dumps({"seed": seed, "arch": CAUSAL_ARCH, "variant": CAUSAL_MODEL_NAME,
