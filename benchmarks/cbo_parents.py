@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from training.evaluation.pairing_seeds import environment_seed
-from training.tasks.causal.env import DEFAULT_INITIAL_SAMPLES, make_causal_env
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.row_schema import DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.scm_rows import load_scm_file
 from training.tasks.causal.splits import scm_row

@@ -10,7 +10,9 @@ import pytest
 from tests.tasks.causal.helpers import chain5
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal import splits as causal_task
-from training.tasks.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env, scm_from_json
+from training.tasks.causal.env import CausalEnv, make_causal_env
+from training.tasks.causal.episode_records import INVALID_KINDS
+from training.tasks.causal.row_schema import EpisodeError, scm_from_json
 from training.tool_use.system_prompt import tool_schemas
 from training.tool_use.tool_names import environment_tool_names
 

@@ -18,7 +18,8 @@ from training.run_setup.prompt_datasets import load_rows
 from training.evaluate import cli as evaluate_cli
 from training.evaluate import main as evaluate
 from training.tasks.causal import evaluate_baselines, scm_rows, train_scm
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.splits import scm_row
 
 REPO = Path(__file__).resolve().parents[3]

@@ -8,182 +8,39 @@ the call a policy makes by reading the options, whatever the variables are calle
 is private or an attribute.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (row `budget`, default `DEFAULT_BUDGET`) and updates the surrogate at once (unless the class is
+episode budget (the row's, `training.tasks.causal.row_schema`) and updates the surrogate at once (unless the class is
 frozen: a frozen surrogate learns from the initial rows only, never from a call): the reply to the model is the
 target's sampled value (one decimal; the whole rows are in the record), the calls left, and the options after those
 rows (`training.tasks.causal.belief`: per candidate call, its expected improvement, expected information gain,
-whether it reaches a new cell, and P(parent of the target); no weighing of them). Reset's text ends with the options
-after the initial rows; a frozen surrogate's belief stays the one after them. The reply does not grow with the
-number of variables, so an SCM of 12 variables reads like one of 4. A call the environment refuses (unknown
+whether it reaches a new cell, and P(parent of the target); no weighing of them). Reset's text gives the budget, a
+short summary of the initial rows (the sample correlation of the target with every other variable, `data_summary`)
+and ends with the options after them; a frozen surrogate's belief stays the one after them. The reply does not grow
+with the number of variables, so an SCM of 12 variables reads like one of 4. A call the environment refuses (unknown
 variable, the target, a value that is not a number, not finite or outside the variable's range, an option number the
 last reply did not list, or a call past the budget) is answered with an ``error: ...`` string and counted under its
-kind; it samples nothing, updates nothing and uses no budget.
-
-Every call is recorded (`StepRecord`): the call, its validity, the text returned, the posterior entropy before and
-after, the information gain (their difference), the target's sampled value and, for interventions, E[target | do]
-and the regret after the call. Regret = optimum - best E[target | do] reached so far (mirrored for goal "min"),
-where the best starts at E[target] without intervention and the result is clipped at 0. The EXPECTED value is used,
-not the noisy sampled target: the policy controls which distribution it samples, not the noise, so rewarding the
-sample would reward luck and make regret negative by chance; the expectation is exact for the linear family.
-
-Rows (`training.tasks.causal.splits`): `scm_json`, `seed` (seeds the episode's sampling: the same row gives the same
-samples and the same posterior trajectory for the same calls; a GRPO group shares a row and so shares its noise,
-common random numbers across the group), optional `budget` and `initial_samples` (observational rows the surrogate
-sees at reset, default `DEFAULT_INITIAL_SAMPLES`). Reset's text (appended by TRL to the prompt) gives the
-budget, a short summary of the initial rows (the sample correlation of the target with every other variable,
-`data_summary`) and the options (`belief.py`).
-
-`episode_metrics` (a property, so TRL does not offer it as a tool) returns the episode's `causal/*` metrics,
-`surrogate/updates`, the calls accepted (`tools/valid_calls`) and refused by kind (`tools/refused/<kind>`); the trainer
-logs their batch means (training/features/environment_metrics.py), and `health/no_valid_calls` reads the last two.
+kind; it samples nothing, updates nothing and uses no budget. Every call is recorded
+(`training.tasks.causal.episode_records`); `episode_metrics` (a property, so TRL does not offer it as a tool) returns
+the episode's logged metrics.
 """
 
 from __future__ import annotations
-
-import json
-from collections import Counter
-from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
 from training.evaluation.pairing_seeds import LOOKAHEAD_SEED_KEY, generator
 from training.tasks.causal.belief import Belief, belief_rng
+from training.tasks.causal.episode_records import EpisodeRecord, StepRecord
 from training.tasks.causal.reward_components import step_rewards
+from training.tasks.causal.row_schema import EpisodeError, episode_settings
 from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
 from training.tasks.causal.scm.scm_checks import check_scm
 from training.tasks.causal.shared_work import SHARED
-from training.tasks.causal.structure_metrics import parent_f1
 from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
-from training.tasks.causal.surrogates.subsets import parent_bound
+from training.tasks.causal.surrogates.catalogue import build_surrogate, check_surrogate_fits
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
-# The one default of every row, command and baseline (training.tasks.causal.splits, training.tasks.causal.scm_rows): 6 calls
-# after 10 observational rows. A 6-call episode of the tiny Qwen3 is ~600 tokens; 20 would not fit its 1024-token
-# context, and shorter episodes give each call's credit a clearer signal.
-DEFAULT_BUDGET = 6
-DEFAULT_INITIAL_SAMPLES = 10
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
-SURROGATES = tuple(SURROGATE_KINDS)  # the registered surrogates' names (`surrogates/catalogue.py`); "exact" is the default
-SAMPLED_SURROGATES = tuple(name for name, kind in SURROGATE_KINDS.items() if kind.sampled)  # posteriors with draws:
-# what the options, the baselines and the structure reward need
-INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_finite", "out_of_bounds",
-                 "unknown_option", "budget_exceeded")
-LOGGED_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
-                  "causal/invalid_calls", "surrogate/updates", "tools/valid_calls",
-                  *(f"tools/refused/{kind}" for kind in INVALID_KINDS))  # `EpisodeRecord.metrics`, batch means
-
-
-class EpisodeError(ValueError):
-    """A row the environment cannot start an episode from; the message names the field."""
-
-
-@dataclass
-class StepRecord:
-    tool: str
-    arguments: dict
-    valid: bool
-    outcome: str
-    error_kind: str | None = None
-    entropy_before: float | None = None
-    entropy_after: float | None = None
-    info_gain: float = 0.0
-    target_value: float | None = None  # the sampled target (mean of the rows for observe)
-    expected_target: float | None = None  # E[target | do] (interventions only)
-    regret: float | None = None  # after this call
-    intervention: tuple[str, float] | None = None  # the checked do(variable = value); None for observe / refused
-    rows: np.ndarray | None = None  # what the call sampled (valid calls)
-    mask: np.ndarray | None = None  # which entries of `rows` were set by the intervention
-    posterior_before: ParentPosterior | None = None  # valid calls, once the surrogate has seen `rows`
-    posterior_after: ParentPosterior | None = None
-    call_index: int | None = None  # valid calls before this one: keys its lookahead, shared by a GRPO group
-    expected_info_gain: float | None = None  # the entropy drop the posterior expects of this call (`_look_ahead`)
-    teacher_call: tuple[str, float] | None = None  # the options' last entry (the teacher's choice) when the call
-    # was made; None: the effects were unknown (the teacher observes there)
-    one_step_call: tuple[str, float] | None = None  # the one-step rule's choice then (never shown); None: unknown
-
-    @property
-    def follows_teacher(self) -> bool:
-        """Whether the call is the teacher's (`policies.belief_line.TeacherPolicy`): the last option's setting, or
-        observe where the effects were unknown."""
-        return self._is(self.teacher_call)
-
-    @property
-    def follows_one_step(self) -> bool:
-        """Whether the call is the one-step rule's (`policies.belief_line.OneStepPolicy`, the `belief_line` baseline)."""
-        return self._is(self.one_step_call)
-
-    def _is(self, call: tuple[str, float] | None) -> bool:
-        if call is None:
-            return self.tool == "observe"
-        return self.intervention is not None and self.intervention[0] == call[0] and round(
-            self.intervention[1], 1) == call[1]
-
-
-@dataclass
-class EpisodeRecord:
-    scm: SCM
-    budget: int
-    initial_entropy: float
-    initial_expected: float  # E[target] without intervention, where "best so far" starts
-    optimum: float
-    steps: list[StepRecord] = field(default_factory=list)
-    invalid: Counter = field(default_factory=Counter)
-    final_posterior: ParentPosterior | None = None
-    initial_posterior: ParentPosterior | None = None  # after reset's observational rows
-    surrogate_updates: int = 0
-    reset_text: str = ""  # what reset returned (appended to the prompt)
-
-    @property
-    def used(self) -> int:
-        return sum(s.valid for s in self.steps)
-
-    @property
-    def interventions(self) -> list[tuple[str, float]]:
-        """The episode's accepted interventions, do(variable = value), in order."""
-        return [s.intervention for s in self.steps if s.valid and s.intervention is not None]
-
-    @property
-    def best_expected(self) -> float:
-        vals = [s.expected_target for s in self.steps if s.valid and s.expected_target is not None]
-        best = self.initial_expected
-        for v in vals:
-            if self.scm.better(v, best):
-                best = v
-        return best
-
-    @property
-    def regret(self) -> float:
-        gap = self.optimum - self.best_expected if self.scm.goal == "max" else self.best_expected - self.optimum
-        return max(0.0, gap)
-
-    @property
-    def info_gain(self) -> float:
-        return float(sum(s.info_gain for s in self.steps if s.valid))
-
-    def agreement(self, rule: str) -> float | None:
-        """The share of valid calls that made `rule`'s choice ("teacher" or "one_step"); None without valid calls."""
-        valid = [s for s in self.steps if s.valid]
-        return sum(getattr(s, f"follows_{rule}") for s in valid) / len(valid) if valid else None
-
-    @property
-    def final_entropy(self) -> float:
-        valid = [s for s in self.steps if s.valid]
-        return valid[-1].entropy_after if valid else self.initial_entropy
-
-    @property
-    def parent_f1(self) -> float:
-        if self.final_posterior is None:
-            raise ValueError("parent_f1: the episode has no posterior")
-        return parent_f1(self.final_posterior.map_set(), self.scm.parents())
-
-    def metrics(self) -> dict[str, float]:
-        """This episode's values of the logged metrics (`LOGGED_METRICS`, in the metric contract): the causal ones,
-        the calls accepted and the calls refused by kind (what `health/no_valid_calls` names)."""
-        values = (self.info_gain, self.final_entropy, self.regret, self.parent_f1, float(sum(self.invalid.values())),
-                  float(self.surrogate_updates), float(self.used), *(float(self.invalid[k]) for k in INVALID_KINDS))
-        return dict(zip(LOGGED_METRICS, values, strict=True))
 
 
 def format_target(target: str, values: np.ndarray) -> str:
@@ -211,65 +68,6 @@ def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
     if len(rows):
         text += f" {len(rows)} samples, correlation with {scm.target}: {', '.join(parts)}."
     return text
-
-
-def episode_settings(scm_json, seed, budget, initial_samples, target, row: dict) -> tuple[SCM, int, int]:
-    """(SCM, budget, initial samples) of a row's fields, or `EpisodeError` naming the field."""
-    if scm_json is None:
-        raise EpisodeError(f"causal row needs 'scm_json' (columns: {sorted(['seed', *row])})")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise EpisodeError(f"causal row needs an int 'seed' for the episode's sampling, got {seed!r}")
-    budget = DEFAULT_BUDGET if budget is None else budget
-    initial = DEFAULT_INITIAL_SAMPLES if initial_samples is None else initial_samples
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise EpisodeError(f"row 'budget' must be an int >= 1, got {budget!r}")
-    if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
-        raise EpisodeError(f"row 'initial_samples' must be an int >= 0, got {initial!r}")
-    if not isinstance(scm_json, str):
-        raise EpisodeError(f"row 'scm_json' must be the SCM as JSON text, got a {type(scm_json).__name__}")
-    try:
-        scm = scm_from_json(scm_json)
-    except json.JSONDecodeError as err:
-        raise EpisodeError(f"row 'scm_json' is not valid JSON ({err.msg} at character {err.pos})") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as err:  # SCMError, ExpressionError, a malformed spec
-        raise EpisodeError(f"row 'scm_json' is not an SCM we can build: {type(err).__name__}: {err}") from None
-    if target is not None and target != scm.target:
-        raise EpisodeError(f"row 'target' {target!r} differs from the SCM's target {scm.target!r}")
-    return scm, budget, initial
-
-
-@lru_cache(maxsize=1024)
-def scm_from_json(text: str) -> SCM:
-    """The SCM of a row, parsed once per process: its optimum and reward normaliser (nonlinear SCMs: a numerical
-    search of about a second) are cached on the object and shared by every episode on that row. Treat as read-only."""
-    return SCM.from_json(text)
-
-
-def check_surrogate_fits(kind: str, d: int, max_parents: int | None = None) -> None:
-    """Refuse, naming the size, the limit and the surrogates that handle it, an SCM of d variables larger than the
-    `kind` surrogate handles; and an in-degree bound (`max_parents`) for a surrogate that has none."""
-    if kind not in SURROGATE_KINDS:
-        raise EpisodeError(f"surrogate: must be one of {SURROGATES}, got {kind!r}")
-    limit = SURROGATE_KINDS[kind].max_vars
-    if limit is not None and d > limit:
-        fits = [k for k in SAMPLED_SURROGATES if SURROGATE_KINDS[k].max_vars is None or d <= SURROGATE_KINDS[k].max_vars]
-        raise EpisodeError(f"variables: the SCM has {d} variables, more than the {limit} the {kind} surrogate "
-                           f"handles; {' and '.join(fits)} handle{'s' if len(fits) == 1 else ''} {d} "
-                           f"(--surrogate {fits[0]})")
-    if max_parents is not None:
-        if not SURROGATE_KINDS[kind].bounded:
-            bounded = [k for k, v in SURROGATE_KINDS.items() if v.bounded]
-            raise EpisodeError(f"max_parents: the {kind} surrogate has no in-degree bound (surrogates with one: "
-                               f"{', '.join(bounded)})")
-        try:
-            parent_bound(d, max_parents)
-        except ValueError as err:
-            raise EpisodeError(str(err)) from None
-
-
-def build_surrogate(kind: str, variables: list[str], target: str, max_parents: int | None = None):
-    check_surrogate_fits(kind, len(variables), max_parents)
-    return SURROGATE_KINDS[kind].build(variables, target, max_parents)
 
 
 class CausalEnv:

@@ -24,7 +24,7 @@ ENVIRONMENT_OPTIONS = ("surrogate", "frozen")
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:
-    from training.tasks.causal.env import SURROGATE_KINDS
+    from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
 
     group.add_argument("--split", help="train, heldout, a JSONL file of causal rows, or an SCM file (.yaml): its "
                                        "episodes instead of the recipe's held-out rows")

@@ -13,7 +13,7 @@ writes DIR/train.jsonl and DIR/heldout.jsonl. Row i of a split plays SCM i mod (
 `training.evaluation.pairing_seeds`). With one SCM file, train and held-out rows are episodes of the same SCM with
 different noise; `--heldout_scm` holds other SCMs out; a generator is called with each row's seed.
 `--teacher` adds the train rows' `reference_calls_json` (the bundled task's teacher, what the tool-trace warm
-start imitates). Budget and initial samples default to `training.tasks.causal.env.DEFAULT_BUDGET` and
+start imitates). Budget and initial samples default to `training.tasks.causal.row_schema.DEFAULT_BUDGET` and
 `DEFAULT_INITIAL_SAMPLES`, as everywhere. Relative paths are read from the working directory.
 
 `split_rows` is what the evaluation and baseline commands call for `--split` / `--scm`: "train" or "heldout" (the
@@ -30,7 +30,7 @@ from pathlib import Path
 from training.errors import BadInputError, bad_input_exits
 from training.evaluation.pairing_seeds import row_seed
 from training.run_setup.prompt_datasets import load_rows, write_split_files
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
+from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.scm.user_scm import UserSCMError, load_user_scm
 
@@ -85,8 +85,9 @@ def check_counts(budget: int | None, initial_samples: int | None) -> tuple[int, 
 def chosen_rows(split: str | None, scm: str | None, budget: int | None, initial_samples: int | None,
                 max_parents: int | None, surrogate: str, limit: int | None = None) -> tuple[list[dict], str]:
     """(rows, description) of a split or SCM file (`split_rows`), the first `limit`, with `max_parents` where given,
-    each row checked to fit the `surrogate` (`env.check_surrogate_fits`: its size, its in-degree bound)."""
-    from training.tasks.causal.env import EpisodeError, check_surrogate_fits
+    each row checked to fit the `surrogate` (`surrogates.catalogue.check_surrogate_fits`: its size, its in-degree bound)."""
+    from training.tasks.causal.row_schema import EpisodeError
+    from training.tasks.causal.surrogates.catalogue import check_surrogate_fits
 
     rows, source = split_rows(split, scm, budget, initial_samples)
     rows = rows[:limit]
@@ -101,8 +102,9 @@ def chosen_rows(split: str | None, scm: str | None, budget: int | None, initial_
 
 
 def check_scms_fit(scms: list[SCM], surrogate: str, max_parents: int | None) -> None:
-    """Every SCM fits the surrogate (`env.check_surrogate_fits`), or `BadInputError` naming the first that does not."""
-    from training.tasks.causal.env import EpisodeError, check_surrogate_fits
+    """Every SCM fits the surrogate (`surrogates.catalogue.check_surrogate_fits`), or `BadInputError` naming the first that does not."""
+    from training.tasks.causal.row_schema import EpisodeError
+    from training.tasks.causal.surrogates.catalogue import check_surrogate_fits
 
     for scm in scms:
         try:

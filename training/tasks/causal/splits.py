@@ -20,7 +20,7 @@ nonlinear (every family has nonlinear SCMs), the rest linear-Gaussian; held-out 
 letters, gene names, words such as `yield`, generated codes), where the target stands in the list, its intervention
 ranges and its goal (`scm.names`; "min" one time in four), so that reading the options does not depend on one naming,
 one range or one direction (`styled`). Budget and initial observational samples: the environment's defaults
-(`training.tasks.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
+(`training.tasks.causal.row_schema.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
 
 Why at most 8 variables: the exact surrogate's cost per call grows as 2^d (the options' lookahead scores every
 candidate under posterior draws; seconds a call by size: `benchmarks/causal_option_cost.py`, docs/results/causal.md
@@ -40,7 +40,7 @@ import numpy as np
 
 from training.evaluation.pairing_seeds import STYLE_SEED_KEY, generator, row_seed
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
+from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.scm import names

@@ -9,7 +9,7 @@ from pathlib import Path
 from training.evaluation.eval_tasks import EvalTask
 from training.run_setup.tasks import Task, register
 from training.tasks.causal import evaluate_options, evaluation_task
-from training.tasks.causal.env import LOGGED_METRICS
+from training.tasks.causal.episode_records import LOGGED_METRICS
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.reward_components import COMPONENTS
 from training.tasks.causal.reward_funcs import REWARD_FUNCS

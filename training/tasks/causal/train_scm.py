@@ -29,7 +29,10 @@ import numpy as np
 from training.errors import BadInputError, bad_input_exits
 from training.run_setup.environment_settings import configured_environment
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import SURROGATE_KINDS, SURROGATES, CausalEnv, EpisodeError, check_surrogate_fits
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.row_schema import EpisodeError
+from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
+from training.tasks.causal.surrogates.catalogue import check_surrogate_fits
 from training.tasks.causal.scm.user_scm import UserSCMError
 from training.tasks.causal.scm_rows import CAUSAL_RECIPE, check_counts, load_scm_file, scm_file_rows
 
@@ -63,7 +66,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                              "compares over at most heldout_max_samples of them, 128)")
     for old in RENAMED:
         parser.add_argument(old, action=Renamed, help=f"renamed {RENAMED[old]}")
-    parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
+    parser.add_argument("--surrogate", choices=[s for s in SURROGATE_KINDS if s != "noop"], default=None,
                         help="the environment's surrogate (default: the one that fits the file: exact for affine "
                              "mechanisms, additive otherwise, learned above 10 or 16 variables)")
     parser.add_argument("--max_parents", type=int, default=None,

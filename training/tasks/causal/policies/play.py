@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 from training.evaluation.pairing_seeds import POLICY_SEED_KEY, environment_seed, generator
-from training.tasks.causal.env import EpisodeRecord, make_causal_env
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.episode_records import EpisodeRecord
 from training.tasks.causal.policies.policy_registry import Policy
 
 

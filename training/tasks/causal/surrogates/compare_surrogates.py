@@ -54,7 +54,7 @@ def grid_data(scm: SCM, n: int, kind: str, seed: int) -> tuple[np.ndarray, np.nd
 
 def grid(rows: list[dict], kinds: list[str], sizes: list[int], seeds: int) -> list[dict]:
     """One result per (mechanism family, data kind, rows, surrogate): Brier, ECE, MAP parent F1 (mean ± std)."""
-    from training.tasks.causal.env import build_surrogate
+    from training.tasks.causal.surrogates.catalogue import build_surrogate
 
     out = []
     for family in sorted({r["mechanism"] for r in rows}):
