@@ -71,19 +71,17 @@ def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
 
 
 class CausalEnv:
-    """One episode of interventions on a seeded SCM (see module docstring). Configure via `make_causal_env`."""
+    """One episode of interventions on a seeded SCM (see module docstring). Its settings (a recipe's
+    `environment_settings`): `surrogate_kind`, a registered surrogate's name (`surrogates.catalogue`; "exact" the
+    linear-Gaussian one, "additive" the nonlinear one, "learned", "noop"), and `active` (False: the surrogate is frozen
+    after the initial rows, never updated by a call)."""
 
-    surrogate_kind = "exact"  # a SURROGATES name (recipe: `environment_settings: {surrogate_kind: additive}`)
-    active = True  # False: the surrogate is frozen after the initial rows (never updated by a call)
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.surrogate_kind not in SURROGATE_KINDS:  # the live registry: a surrogate module added later counts
-            raise ValueError(f"surrogate_kind: must be one of {list(SURROGATE_KINDS)}, got {cls.surrogate_kind!r}")
-        if not isinstance(cls.active, bool):
-            raise ValueError(f"active: must be a bool, got {cls.active!r}")
-
-    def __init__(self):
+    def __init__(self, surrogate_kind: str = "exact", active: bool = True):
+        if surrogate_kind not in SURROGATE_KINDS:  # the live registry: a surrogate module added later counts
+            raise ValueError(f"surrogate_kind: must be one of {list(SURROGATE_KINDS)}, got {surrogate_kind!r}")
+        if not isinstance(active, bool):
+            raise ValueError(f"active: must be a bool, got {active!r}")
+        self.surrogate_kind, self.active = surrogate_kind, active
         self.scm: SCM | None = None
         self._surrogate = None
         self._record: EpisodeRecord | None = None
@@ -127,7 +125,7 @@ class CausalEnv:
         self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
         self._rng = generator(seed)  # the seed rule: training.evaluation.pairing_seeds
         self._seed = int(seed)
-        self._state = (type(self).surrogate_kind, type(self).active, scm_json, self._seed, budget, initial, max_parents)
+        self._state = (self.surrogate_kind, self.active, scm_json, self._seed, budget, initial, max_parents)
         self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, max_parents)
         rows = self.scm.sample(initial, self._rng)
         if initial:  # frozen too: the ablation holds the belief still, it does not take it away
@@ -140,14 +138,15 @@ class CausalEnv:
         return self._record.reset_text
 
     @classmethod
-    def check_row(cls, row: dict) -> None:
-        """Everything `reset` would refuse about `row`, before any work (`training.run_setup.input_checks` calls this for
-        every train and held-out row): its fields, and its SCM built, sampled once at the ends of every range and
-        its optimum computed (`scm_checks`; cached, so the episodes reuse it). Raises `EpisodeError`."""
+    def check_row(cls, row: dict, surrogate_kind: str = "exact", **settings) -> None:
+        """Everything `reset` would refuse about `row` in an environment of these settings, before any work
+        (`training.run_setup.input_checks` calls this for every train and held-out row): its fields, its size and
+        in-degree bound for the surrogate, and its SCM built, sampled once at the ends of every range and its optimum
+        computed (`scm_checks`; cached, so the episodes reuse it). Raises `EpisodeError`. A class method, not a tool."""
         scm_json = row.get("scm_json")
         settings = {k: row.get(k) for k in ("seed", "budget", "initial_samples", "target")}
         scm, _, _ = episode_settings(scm_json, **settings, row={k: v for k, v in row.items() if k not in settings})
-        check_surrogate_fits(cls.surrogate_kind, scm.d, row.get("max_parents"))
+        check_surrogate_fits(surrogate_kind, scm.d, row.get("max_parents"))
         try:
             check_scm(scm)
         except SCMError as err:
@@ -288,11 +287,11 @@ class CausalEnv:
         self._record.surrogate_updates = self._surrogate.updates
 
 
-def make_causal_env(surrogate: str = "exact", active: bool = True) -> type[CausalEnv]:
-    """A `CausalEnv` subclass (constructible with no arguments, as TRL needs) using the `surrogate` kind
-    (`SURROGATES`: "exact" the linear-Gaussian one, "additive" the nonlinear one, "learned", "noop");
-    `active=False` freezes the surrogate after the initial rows (no call updates it). What a recipe's
-    `environment_settings` makes."""
+def make_causal_env(surrogate: str = "exact", active: bool = True):
+    """The factory of `CausalEnv`s with the `surrogate` kind, frozen where `active` is False (called with no
+    arguments, as TRL calls an `environment_factory`): the settings a recipe's `environment_settings` would give,
+    `active` among them only when False."""
     from training.run_setup.environment_settings import configured_environment
 
-    return configured_environment(CausalEnv, {"surrogate_kind": surrogate, "active": active}, "make_causal_env")
+    settings = {"surrogate_kind": surrogate, **({} if active else {"active": False})}
+    return configured_environment(CausalEnv, settings, "make_causal_env")

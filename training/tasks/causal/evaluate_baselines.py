@@ -22,6 +22,7 @@ from pathlib import Path
 from training.errors import bad_input_exits
 from training.evaluate import main as evaluate
 from training.evaluation.episodes import read_episodes
+from training.run_setup.environment_settings import environment_setting
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.evaluate_options import add_options
 from training.tasks.causal.policies.policy_catalogue import POLICIES
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     with bad_input_exits(), tempfile.TemporaryDirectory() as scratch:
         root = Path(args.out) if args.out else Path(scratch)
         largest = max(int(r["n_vars"]) for r in split_rows(args.split, args.scm)[0])
-        for name in supported_policies(args.policies, args.surrogate or CausalEnv.surrogate_kind, largest):
+        for name in supported_policies(args.policies, args.surrogate or environment_setting(CausalEnv, "surrogate_kind"), largest):
             started = time.perf_counter()
             summary = evaluate(evaluate_argv(args, episodes._group_actions, name, root / name))
             runs.append((name, [e.extra for e in read_episodes(root / name)]))

@@ -28,6 +28,7 @@ from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpecError
 from training.evaluation.eval_tasks import Played, reward_values
+from training.run_setup.environment_settings import environment_setting, environment_type
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policy_episodes import (
     baseline_episodes,
@@ -44,8 +45,9 @@ GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
 
 
 def applies(environment_factory) -> bool:
-    """Whether the environment is a `CausalEnv` (or a class `make_causal_env` made)."""
-    return isinstance(environment_factory, type) and issubclass(environment_factory, CausalEnv)
+    """Whether the environment is a `CausalEnv` (the class, or the class with its settings)."""
+    environment = environment_type(environment_factory)
+    return environment is not None and issubclass(environment, CausalEnv)
 
 
 def component_weights(inputs: EvalInputs) -> dict[str, float] | None:
@@ -83,9 +85,9 @@ def call_counts(records: list[dict]) -> dict[str, float]:
 def stamp(records: list[dict], decoding: str, env_factory, split: str | None) -> None:
     """What every record says about how it was played: the decoding (sampled, greedy, or a scripted `policy`), the
     surrogate (live or frozen, and its kind) and the split it was played on."""
+    active, kind = environment_setting(env_factory, "active"), environment_setting(env_factory, "surrogate_kind")
     for r in records:
-        r.update(decoding=decoding, surrogate="active" if env_factory.active else "frozen",
-                 surrogate_kind=env_factory.surrogate_kind, split=split)
+        r.update(decoding=decoding, surrogate="active" if active else "frozen", surrogate_kind=kind, split=split)
 
 
 def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
@@ -93,11 +95,12 @@ def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
     a scripted baseline (its `POLICIES` name), each record stamped (`stamp`) and read into a generic episode."""
     factory, settings, weights = inputs.environment_factory, inputs.settings, component_weights(inputs)
     if isinstance(policy, str):  # a baseline's name (task.py)
-        if not factory.active:
+        if not environment_setting(factory, "active"):
             raise EvalSpecError("--frozen: a frozen surrogate applies to language-model policies; the baselines read "
                                 "the live surrogate")
-        supported_policies(policy, factory.surrogate_kind)
-        records = baseline_episodes(policy, inputs.rows, settings.episodes_per_row, factory.surrogate_kind,
+        kind = environment_setting(factory, "surrogate_kind")
+        supported_policies(policy, kind)
+        records = baseline_episodes(policy, inputs.rows, settings.episodes_per_row, kind,
                                     weights=weights)
         decoding = "policy"
     else:

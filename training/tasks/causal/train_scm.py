@@ -27,9 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from training.errors import BadInputError, bad_input_exits
-from training.run_setup.environment_settings import configured_environment
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.row_schema import EpisodeError
 from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
 from training.tasks.causal.surrogates.catalogue import check_surrogate_fits
@@ -144,7 +143,7 @@ def scm_recipe(argv: list[str]):
     recipe.script_args.train_file = str(out / "train.jsonl")
     recipe.script_args.heldout_file = str(out / "heldout.jsonl")
     if args.environment:
-        recipe.environment = configured_environment(CausalEnv, {"surrogate_kind": args.surrogate})
+        recipe.environment = make_causal_env(args.surrogate)
     return recipe
 
 
