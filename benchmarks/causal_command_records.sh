@@ -73,7 +73,7 @@ run eval_random_rows training.evaluate "${recipe[@]}" --baseline random --split 
 keep eval_random_rows "$out/eval/random_rows"
 
 # evaluate_baselines: the bundled held-out split, train_scm's rows, an SCM file
-run baselines_heldout training.tasks.causal.evaluate_baselines --split heldout --episodes 2 --limit 2 \
+run baselines_heldout training.tasks.causal.evaluate_baselines --split heldout --episodes 2 --limit 3 \
   --out "$out/baselines/heldout"
 keep baselines_heldout "$out/baselines/heldout"; table baselines_heldout
 run baselines_scm_rows training.tasks.causal.evaluate_baselines --split "$out/runs/cbo/scm_rows/heldout.jsonl" \
