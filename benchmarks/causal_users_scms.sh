@@ -24,7 +24,7 @@ print(fitting_surrogate(load_scm_file('$scm')))")
   echo "== $name: $surrogate surrogate, $episodes episodes"
   python -m training.tasks.causal.scm_rows --scm "$scm" --out "$rows" --train 1 --heldout "$episodes" \
     --surrogate "$surrogate" > /dev/null
-  python -m training.evaluate "$run" --split "$rows/heldout.jsonl" --surrogate "$surrogate" --samples-per-prompt 1 \
+  python -m training.evaluate "$run" --split "$rows/heldout.jsonl" --surrogate "$surrogate" --episodes_per_row 1 \
     --out "$out/$name/trained" --overwrite > /dev/null 2>&1
   python -m training.tasks.causal.evaluate_baselines --split "$rows/heldout.jsonl" --surrogate "$surrogate" \
     --episodes 1 --out "$out/$name/baselines" | grep -v "^|" || true

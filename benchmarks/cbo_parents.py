@@ -26,7 +26,7 @@ from training.evaluation.pairing_seeds import environment_seed
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.row_schema import DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.policy_catalogue import POLICIES
-from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.episode_source import load_scm_file
 from training.tasks.causal.splits import scm_row
 from training.tasks.causal.surrogates.additive_scores import (
     Basis,

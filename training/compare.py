@@ -22,6 +22,7 @@ from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW
 from training.analysis.stats import NORMALITY_ALPHA
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
+from training.run_setup.command_flags import add_renamed
 from training.errors import bad_input_exits
 
 
@@ -32,8 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default="comparison", help="where the report goes (default: ./comparison)")
     parser.add_argument("--baseline", help="the model (group) every other one is compared against first")
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm)")
-    parser.add_argument("--normality-alpha", type=float, default=NORMALITY_ALPHA,
+    parser.add_argument("--normality_alpha", type=float, default=NORMALITY_ALPHA,
                         help="Shapiro-Wilk level of the ANOVA residuals below which the omnibus test is Friedman's")
+    add_renamed(parser, "--normality-alpha", "--normality_alpha", type=float)
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="convergence moving-average window")
     parser.add_argument("--band", type=float, default=DEFAULT_BAND, help="convergence band (reward units)")
     parser.add_argument("--metric", action="append", default=None, help="a per-episode metric to compare "

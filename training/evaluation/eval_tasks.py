@@ -6,8 +6,8 @@ recipe or the trainer plays, None without one; picked by priority when `--task` 
 scores a policy's held-out episodes (`evaluate(inputs, policy) -> (episodes, counts)`:
 training/evaluation/episodes.py), which values the evaluation
 during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
-play instead of a model, and which command-line options of its own `python -m training.evaluate` takes (`options`,
-`with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever
+play instead of a model, and which flags of its own `python -m training.evaluate` takes (`flags`, `read_flags`,
+`with_flags`: the causal task's episode flags, training/tasks/causal/episode_source.py). `policy` is `(model, tokenizer)` for a model, or whatever
 the task's baseline factory returned.
 
 Two are generic and defined here: `reward_functions` (held-out prompts scored by the reward functions: the bundled
@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from training.evaluation.episode_choice import EpisodeChoice
 from training.evaluation.episodes import SCORE, Episode, summarize
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.spec import EvalSpec, EvalSpecError
@@ -54,10 +55,11 @@ class EvalTask:
     # the per-episode measures `training.compare` compares, and which way is better ("score" is every episode's)
     metric_directions: dict[str, str] = field(default_factory=lambda: {SCORE: "higher"})
     heldout_values: Callable[[Played, Played], dict[str, float]] = reward_values
-    # the task's own options of `python -m training.evaluate` (each defaulting to None), and the inputs they ask
-    # for from the parsed arguments and the spec (None: the spec's own)
-    options: Callable[[argparse._ArgumentGroup], None] | None = None
-    with_options: Callable[[argparse.Namespace, EvalSpec], EvalInputs | None] | None = None
+    # the task's own flags of `python -m training.evaluate` (each defaulting to None), their value read from the parsed
+    # flags, and the inputs that value asks for, with the episodes chosen and the spec (None: the spec's own)
+    flags: Callable[[argparse._ArgumentGroup], None] | None = None
+    read_flags: Callable[[argparse.Namespace], object] | None = None
+    with_flags: Callable[[object, EpisodeChoice, EvalSpec], EvalInputs | None] | None = None
 
 
 def evaluation_tasks() -> dict[str, EvalTask]:

@@ -16,7 +16,7 @@ from training.tasks.causal.env import CausalEnv, make_causal_env
 from training.tasks.causal.policies.belief_line import OneStepPolicy, TeacherPolicy
 from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, exploration_unit
 from training.tasks.causal.scm.scm import SCM
-from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.episode_source import load_scm_file
 from training.tasks.causal.splits import scm_row
 
 OPTION = re.compile(r"^(\d+): (\w+)=(-?\d+\.\d) gain (-?\d+) info (-?\d+) (new|seen) parent (\d\.\d)$")

@@ -14,7 +14,7 @@ from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policies.regret import ExpectedImprovementPolicy, ThompsonPolicy
 from training.tasks.causal.policies.scripted import OraclePolicy
 from training.tasks.causal.scm.scm import SCM
-from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.episode_source import load_scm_file
 from training.tasks.causal.splits import scm_row
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 

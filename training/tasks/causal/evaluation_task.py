@@ -13,23 +13,29 @@ cumulative information gain; with the calls made, refused and malformed); `extra
 episode's token stream, and for every policy the pairing key (episode k of an SCM resets the environment with
 `environment_seed(row, k)` whatever the policy); greedy episodes have none, as everywhere.
 
-The environment is the recipe's `environment_factory` with its `environment_settings` (a frozen surrogate:
-`python -m training.evaluate RUN_DIR --frozen`, the run's own model; the task's options: evaluate_options.py); the
-baselines (`--baseline NAME`) are `training.tasks.causal.policies.policy_catalogue.POLICIES`, played with the same
-surrogate, active only.
+The environment is the recipe's `environment_factory` with its `environment_settings`; the task's own flags of
+`python -m training.evaluate` (`EVALUATE_FLAGS`, the causal episode flags of `training.tasks.causal.episode_source`)
+replace the rows by a split's or SCM files' (`--split`, `--scm`, with `--budget`, `--initial_samples`,
+`--max_parents`), the surrogate (`--surrogate`; with other rows, by default the one that fits them,
+`episode_source.surrogate_for`) or freeze it (`--frozen`: `python -m training.evaluate RUN_DIR --frozen`, the run's
+own model). The baselines (`--baseline NAME`) are `training.tasks.causal.policies.policy_catalogue.POLICIES`, played
+with the same surrogate, active only.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from training.evaluation.episode_choice import EpisodeChoice
 from training.evaluation.episodes import SCORE, Episode
-from training.evaluation.eval_inputs import EvalInputs
+from training.evaluation.eval_inputs import EvalInputs, inputs_from_spec
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpecError
 from training.evaluation.eval_tasks import Played, reward_values
 from training.run_setup.environment_settings import environment_setting, environment_type
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.episode_source import EpisodeSource, add_episode_flags, rows_to_play, surrogate_for
 from training.tasks.causal.policy_episodes import (
     baseline_episodes,
     lm_episodes,
@@ -42,6 +48,8 @@ RECORD_METRICS = ("regret", "parent_f1", "info_gain", "final_entropy", "calls", 
 METRIC_DIRECTIONS = {"regret": "lower", "parent_f1": "higher", "info_gain": "higher", SCORE: "higher"}
 SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
 GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
+EVALUATE_FLAGS = ("split", "scm", "budget", "initial_samples", "max_parents", "surrogate", "frozen")
+ROW_FLAGS = ("split", "scm", "budget", "initial_samples", "max_parents")  # flags that replace the spec's rows
 
 
 def applies(environment_factory) -> bool:
@@ -125,3 +133,26 @@ def heldout_values(sampled: Played, greedy: Played) -> dict[str, float]:
     values.update({f"heldout/greedy_{k}": v for k, v in mean_metrics([e.extra for e in greedy[0]]).items()
                    if k in GREEDY_KEYS})
     return {**values, **reward_values(sampled, greedy)}
+
+
+def add_flags(group) -> None:
+    """The causal task's own flags of `python -m training.evaluate` (`EVALUATE_FLAGS`)."""
+    add_episode_flags(group, EVALUATE_FLAGS)
+
+
+def with_flags(source: EpisodeSource, choice: EpisodeChoice, spec) -> EvalInputs | None:
+    """The inputs the flags ask for (None when none is given: the spec's own). A row flag plays the split's or SCM
+    files' rows (the bundled held-out split when only the episode settings are given; the first `--max_rows`) with
+    the surrogate `surrogate_for` picks; `--surrogate` alone or `--frozen` alone change the spec's environment."""
+    if not any(getattr(source, name) is not None for name in EVALUATE_FLAGS):
+        return None
+    settings = dict(spec.environment_settings or {})
+    if source.frozen:
+        settings["active"] = False
+    if all(getattr(source, name) is None for name in ROW_FLAGS):
+        if source.surrogate is not None:
+            settings["surrogate_kind"] = source.surrogate
+        return inputs_from_spec(replace(spec, environment_settings=settings or None))
+    rows, where = rows_to_play(source, choice.max_rows)
+    settings["surrogate_kind"] = surrogate_for(rows, source.surrogate or settings.get("surrogate_kind"), where)
+    return inputs_from_spec(replace(spec, environment_settings=settings), rows=rows, split=where)

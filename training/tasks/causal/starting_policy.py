@@ -68,7 +68,7 @@ from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policy_episodes import lm_episodes
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+from training.tasks.causal.episode_source import CAUSAL_RECIPE
 from training.tasks.causal.scm import names
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import DATA_DIR, renamed_as, scm_row

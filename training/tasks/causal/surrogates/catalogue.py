@@ -1,6 +1,7 @@
 """Every surrogate, by name (`registry.SurrogateKind`): importing this module imports each surrogate module of this
-package, which registers itself. The one front door to them: whether one fits an SCM's size and in-degree bound
-(`check_surrogate_fits`) and building one (`build_surrogate`).
+package, which registers itself. The one front door to them: the one that fits an SCM (`fitting_surrogate`: exact where
+every mechanism is affine in its parents, up to its size limit, additive otherwise, up to its limit, learned beyond),
+whether one fits an SCM's size and in-degree bound (`check_surrogate_fits`) and building one (`build_surrogate`).
 
 The modules are found, not listed: every `*_surrogate.py` in this folder (`pkgutil.iter_modules`), so a new
 surrogate is one new module named that way, registering itself with `registry.register`, plus its test. A recipe
@@ -10,6 +11,8 @@ names it (`environment_settings: {surrogate_kind: NAME}`) and the causal command
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 from training.tasks.causal.found_modules import import_all, package_modules
 from training.tasks.causal.row_schema import EpisodeError
@@ -60,3 +63,32 @@ def check_surrogate_fits(kind: str, d: int, max_parents: int | None = None) -> N
 def build_surrogate(kind: str, variables: list[str], target: str, max_parents: int | None = None):
     check_surrogate_fits(kind, len(variables), max_parents)
     return SURROGATES[kind].build(variables, target, max_parents)
+
+
+AFFINE_POINTS = 16  # parent values at which a mechanism is checked for being affine
+
+
+def affine(mechanism, rng: np.random.Generator) -> bool:
+    """Whether `mechanism` is affine in its parents: an affine fit at `AFFINE_POINTS` parent values leaves no residual
+    beyond rounding."""
+    if not mechanism.parents:
+        return True
+    x = rng.uniform(-3.0, 3.0, size=(AFFINE_POINTS, len(mechanism.parents)))
+    y = np.broadcast_to(np.asarray(mechanism(dict(zip(mechanism.parents, x.T))), dtype=float), (AFFINE_POINTS,))
+    design = np.column_stack([np.ones(AFFINE_POINTS), x])
+    residual = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    return bool(np.all(np.isfinite(y)) and np.abs(residual).max() <= 1e-8 * max(1.0, np.abs(y).max()))
+
+
+def is_affine(scm) -> bool:
+    """Whether every mechanism of `scm` is affine in its parents (what the exact surrogate models)."""
+    rng = np.random.default_rng(0)
+    return all(affine(m, rng) for m in scm.mechanisms.values())
+
+
+def fitting_surrogate(scm) -> str:
+    """The surrogate that fits an SCM: exact where every mechanism is affine (up to its size limit), additive
+    otherwise (up to its limit), learned beyond."""
+    wanted = "exact" if is_affine(scm) else "additive"
+    limit = SURROGATES[wanted].max_vars
+    return wanted if limit is None or scm.d <= limit else "learned"
