@@ -188,6 +188,7 @@ def evaluate(request: EvalRequest) -> dict:
         raise EvalSpecError(f"--task {request.task!r} is not a known task; known: {sorted(known)}")
     spec = build_spec(request)
     task, inputs = task_inputs(request, spec)
+    inputs = replace(inputs, progress=f"{request.baseline or 'model'} episodes")
     if request.baseline is not None:
         if request.baseline not in task.baselines:
             raise EvalSpecError(f"task {task.name!r} has no baseline {request.baseline!r}; "

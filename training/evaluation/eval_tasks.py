@@ -92,7 +92,7 @@ def _evaluate_reward_functions(inputs: EvalInputs, policy) -> Played:
 
     model, tokenizer = policy
     episodes = heldout_episodes(model, tokenizer, inputs.rows, inputs.reward_funcs, inputs.settings,
-                                reward_weights=inputs.reward_weights)
+                                reward_weights=inputs.reward_weights, progress=inputs.progress)
     return episodes, {}
 
 
@@ -101,7 +101,7 @@ def _evaluate_environment(inputs: EvalInputs, policy) -> Played:
 
     model, tokenizer = policy
     episodes, counts = environment_episodes(model, tokenizer, inputs.rows, inputs.environment_factory,
-                                            inputs.settings)
+                                            inputs.settings, progress=inputs.progress)
     tool_errors = counts.pop(TOOL_ERROR, 0)
     return episodes, {"malformed_calls": dict(counts), "tool_errors": tool_errors}
 

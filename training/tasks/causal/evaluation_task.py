@@ -109,7 +109,7 @@ def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
         kind = environment_setting(factory, "surrogate_kind")
         supported_policies(policy, kind)
         records = baseline_episodes(policy, inputs.rows, settings.episodes_per_row, kind,
-                                    weights=weights)
+                                    weights=weights, progress=inputs.progress)
         decoding = "policy"
     else:
         unprompted = [i for i, r in enumerate(inputs.rows) if not r.get("prompt")]
@@ -119,7 +119,7 @@ def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
                                 "FILE")
         model, tokenizer = policy
         records = lm_episodes(model, tokenizer, inputs.rows, settings, env_factory=factory, policy="lm",
-                              weights=weights)
+                              weights=weights, progress=inputs.progress)
         decoding = "greedy" if settings.sampling is None else "sampled"
     stamp(records, decoding, factory, inputs.split)
     keyed = decoding != "greedy"  # a baseline's episodes pair with sampled ones

@@ -30,6 +30,7 @@ from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_loop import play_episodes
 from training.errors import BadInputError
 from training.evaluation.pairing_seeds import environment_seed
+from training.evaluation.progress import episode_bar
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policies.policy_catalogue import POLICIES
@@ -100,15 +101,18 @@ def supported_policies(given: str | None, surrogate: str, n_vars: int = 0) -> li
 
 
 def baseline_episodes(name: str, rows: list[dict], episodes: int, surrogate: str = "exact",
-                      weights: dict | None = None) -> list[dict]:
-    """Records of baseline `name` (a `POLICIES` name) on every row, episodes 0 .. episodes-1."""
+                      weights: dict | None = None, progress: str | None = None) -> list[dict]:
+    """Records of baseline `name` (a `POLICIES` name) on every row, episodes 0 .. episodes-1; `progress`: the label
+    of the bar of episodes done."""
     if name not in POLICIES:
         raise ValueError(f"baseline: must be one of {sorted(POLICIES)}, got {name!r}")
     policy = POLICIES[name]()
     out = []
-    for i, row in enumerate(rows):
-        for k in range(episodes):
-            out.append(episode_record(run_policy(policy, row, k, surrogate), row, i, k, name, weights))
+    with episode_bar(len(rows) * episodes, progress) as bar:
+        for i, row in enumerate(rows):
+            for k in range(episodes):
+                out.append(episode_record(run_policy(policy, row, k, surrogate), row, i, k, name, weights))
+                bar.update(1)
     return out
 
 
@@ -118,10 +122,11 @@ def causal_reset(env, row: dict, sample: int):
 
 
 def lm_episodes(model, tokenizer, rows: list[dict], settings: EpisodeSettings, *, env_factory=CausalEnv,
-                policy: str = "lm", weights: dict | None = None) -> list[dict]:
+                policy: str = "lm", weights: dict | None = None, progress: str | None = None) -> list[dict]:
     """Records of `settings.episodes_per_row` episodes per row played by `model` through the one tool loop
-    (training/evaluation/tool_loop.py; see the module docstring)."""
-    played = play_episodes(model, tokenizer, rows, env_factory, settings, reset=causal_reset)
+    (training/evaluation/tool_loop.py; see the module docstring); `progress`: the label of the bar of episodes
+    done."""
+    played = play_episodes(model, tokenizer, rows, env_factory, settings, reset=causal_reset, progress=progress)
     return [episode_record(ep.env.record, rows[ep.row], ep.row, ep.sample, policy, weights, ep.malformed)
             for ep in played]
 
