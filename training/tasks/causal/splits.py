@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from training.evaluation.pairing_seeds import STYLE_SEED_KEY, generator, row_seed
+from training.evaluation.progress import episode_bar
 from training.run_setup.prompt_datasets import write_split_files
 from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.belief_line import teacher
@@ -117,16 +118,18 @@ def make_rows(split: str, stop: int, scm_of: ScmOf, start: int = 0, budget: int 
     """Rows start .. stop-1 of `split` ("train" or "heldout"), the one row maker of every causal command: row i has
     seed `row_seed(split, i)` and plays `scm_of(i, seed)`; `max_parents`, where given, is each row's in-degree bound
     for the exact surrogate; `teacher` adds the teacher's calls (`teacher_calls`, played with `surrogate`). A slice
-    regenerates exactly the rows of the whole."""
+    regenerates exactly the rows of the whole. The teacher's episodes show a bar of those done."""
     rows = []
-    for i in range(start, stop):
-        seed = row_seed(split, i)
-        row = scm_row(scm_of(i, seed), seed=seed, budget=budget, initial_samples=initial_samples)
-        if max_parents is not None:
-            row["max_parents"] = max_parents
-        if teacher:
-            row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate))
-        rows.append(row)
+    with episode_bar(stop - start, f"teacher episodes ({split} rows)" if teacher else None) as bar:
+        for i in range(start, stop):
+            seed = row_seed(split, i)
+            row = scm_row(scm_of(i, seed), seed=seed, budget=budget, initial_samples=initial_samples)
+            if max_parents is not None:
+                row["max_parents"] = max_parents
+            if teacher:
+                row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate))
+            rows.append(row)
+            bar.update(1)
     return rows
 
 
