@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from training.evaluation.pairing_seeds import environment_seed
+from training.evaluation.pairing_seeds import environment_seed, row_seed
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.row_schema import DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.policy_catalogue import POLICIES
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--initial_samples", type=int, default=DEFAULT_INITIAL_SAMPLES)
     parser.add_argument("--episodes", type=int, default=20)
     args = parser.parse_args(argv)
-    row = scm_row(load_scm_file(CBO), seed=100_000, budget=args.budget, initial_samples=args.initial_samples)
+    row = scm_row(load_scm_file(CBO), seed=row_seed("heldout", 0), budget=args.budget, initial_samples=args.initial_samples)
     results: dict[str, list[dict[str, float]]] = {k: [] for k in ("exact", "additive", *TOLD)}
     for k in range(args.episodes):
         scm, additive = episode_data(args.policy, row, k)

@@ -36,6 +36,7 @@ import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from training.evaluation.pairing_seeds import corpus_scm_seed
 from training.outputs.atomic import atomic_directory
 from training.run_setup.build_keys import numerics, source_digest
 from training.run_setup.tiny_qwen3 import (
@@ -51,7 +52,6 @@ from training.run_setup.tiny_qwen3 import (
 CAUSAL_MODEL_NAME = "tiny-qwen3-causal"
 VOCAB_SIZE = 2048
 CORPUS_EPISODES = 200
-CORPUS_SEED_OFFSET = 10_000_000  # SCM seeds far from the bundled splits'
 CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
 # words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
 # (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
@@ -70,7 +70,7 @@ def _episode_text(renderer, seed: int) -> str:
     # reset) would cost ~1 s per episode
     # random names (`scm.names`, style "random"): no name of the bundled styles or of a user's file becomes a token of
     # its own, so every name is a few pieces, in training as in use, and copying one is one skill
-    scm = styled(random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear"), rng, style="random")
+    scm = styled(random_scm(FAMILIES[seed % 4], d, corpus_scm_seed(seed), "linear"), rng, style="random")
     row = scm_row(scm, seed=seed, budget=int(rng.integers(1, 21)))
     # the options' numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
     # the no-op surrogate's line, marginals only, has the same words)
