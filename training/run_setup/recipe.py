@@ -298,12 +298,16 @@ def environment_class(path: str, settings: dict | None) -> type:
 
 def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict],
                       factory: type | None = None):
-    """The recipe's environment (`factory`, or the one its `environment_factory` names, imported), the rendered
-    system prompt put in front of every row, and every tool name the prompt, the recipe and the tasks mention
-    checked against it. Returns (factory, train rows, held-out rows)."""
+    """The recipe's environment (`factory`, or the one its `environment_factory` names, imported), the rows as the
+    environment prepares them (its `prepare_rows` class method, where it has one), the rendered system prompt put in
+    front of every row, and every tool name the prompt, the recipe and the tasks mention checked against it. Returns
+    (factory, train rows, held-out rows)."""
     if factory is None:
         factory = environment_class(script_args.environment_factory, getattr(script_args, "environment_settings", None))
     env_cls = type(factory())
+    prepare_rows = getattr(env_cls, "prepare_rows", None)  # an environment's own setup of its rows (the causal one:
+    if prepare_rows is not None:                           # each row names its SCM, held once)
+        train_rows, heldout_rows = prepare_rows(train_rows), prepare_rows(heldout_rows) if heldout_rows else heldout_rows
     prompts = {}
     if script_args.system_prompt_file:
         system_prompt = render_system_prompt(script_args.system_prompt_file, env_cls)

@@ -185,6 +185,14 @@ def _models(surrogate, draws: int, rng: np.random.Generator):
     return surrogate.posterior_models(draws, rng)
 
 
+def shown_choices(belief: Belief | None) -> dict:
+    """What the teacher and the one-step rule choose from the options `belief` shows (None where the effects are
+    unknown), recorded with the call that answers them."""
+    if belief is None or not belief.known:
+        return {"teacher_call": None, "one_step_call": None}
+    return {"teacher_call": belief.teacher_choice.call, "one_step_call": belief.best.call}
+
+
 def belief_rng(seed: int, updates: int) -> np.random.Generator:
     """The belief's generator after `updates` surrogate updates of the episode whose environment seed is `seed`: the
     same history gives the same line (a GRPO group's rollouts making the same calls see the same belief), and a

@@ -1,26 +1,22 @@
 """The intervention environment: a TRL `environment_factory` class whose tools sample a seeded SCM.
 
-TRL constructs the class with no arguments, calls `reset(**row)` before each rollout (the returned text is appended
-to the prompt's last user message) and exposes every public method except `reset`/`get_reward` as a tool, its JSON
-schema read from the type hints and the docstring. So the class has exactly three public methods, the tools:
-`intervene(variable, value)`, `choose(option)` (the intervention an option of the last reply lists, by its number:
-the call a policy makes by reading the options, whatever the variables are called) and `observe()`; everything else
-is private or an attribute.
+TRL constructs the class with no arguments (its settings come with it: `environment_settings`), calls `reset(**row)`
+before each rollout (the returned text is appended to the prompt's last user message) and exposes every public method
+but `reset`/`get_reward` as a tool, its JSON schema read from the type hints and the docstring. So the class has three
+public methods, the tools: `intervene(variable, value)`, `choose(option)` (the intervention an option of the last
+reply lists, by its number: the call a policy makes by reading the options, whatever the variables are called) and
+`observe()`; everything else is private, a property or a class method.
 
 Every call that samples the SCM (an intervention, or an observation of `OBSERVE_ROWS` rows) uses one unit of the
-episode budget (the row's, `training.tasks.causal.row_schema`) and updates the surrogate at once (unless the class is
-frozen: a frozen surrogate learns from the initial rows only, never from a call): the reply to the model is the
-target's sampled value (one decimal; the whole rows are in the record), the calls left, and the options after those
-rows (`training.tasks.causal.belief`: per candidate call, its expected improvement, expected information gain,
-whether it reaches a new cell, and P(parent of the target); no weighing of them). Reset's text gives the budget, a
-short summary of the initial rows (the sample correlation of the target with every other variable, `data_summary`)
-and ends with the options after them; a frozen surrogate's belief stays the one after them. The reply does not grow
-with the number of variables, so an SCM of 12 variables reads like one of 4. A call the environment refuses (unknown
-variable, the target, a value that is not a number, not finite or outside the variable's range, an option number the
-last reply did not list, or a call past the budget) is answered with an ``error: ...`` string and counted under its
-kind; it samples nothing, updates nothing and uses no budget. Every call is recorded
-(`training.tasks.causal.episode_records`); `episode_metrics` (a property, so TRL does not offer it as a tool) returns
-the episode's logged metrics.
+episode budget (the row's: `row_schema`) and updates the surrogate at once (unless frozen: a frozen surrogate learns
+from the initial rows only): the reply is the target's sampled value, the calls left, and the options after those rows
+(`belief`: per candidate call, its expected improvement, expected information gain, whether it reaches a new cell, and
+P(parent of the target); no weighing of them). Reset's text gives the budget, a short summary of the initial rows
+(`replies.data_summary`) and the options after them. The reply does not grow with the number of variables. A call the
+environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the variable's
+range, an option number the last reply did not list, or a call past the budget) is answered with an ``error: ...``
+string and counted under its kind; it samples nothing, updates nothing and uses no budget. Every call is recorded
+(`episode_records`); `episode_metrics` (a property, so not a tool) returns the episode's logged metrics.
 """
 
 from __future__ import annotations
@@ -28,46 +24,20 @@ from __future__ import annotations
 import numpy as np
 
 from training.evaluation.pairing_seeds import LOOKAHEAD_SEED_KEY, generator
-from training.tasks.causal.belief import Belief, belief_rng
+from training.run_setup.environment_settings import configured_environment
+from training.tasks.causal.belief import Belief, belief_rng, shown_choices
 from training.tasks.causal.episode_records import EpisodeRecord, StepRecord
+from training.tasks.causal.replies import data_summary, format_target
 from training.tasks.causal.reward_components import step_rewards
-from training.tasks.causal.row_schema import EpisodeError, episode_settings
-from training.tasks.causal.scm.scm import SCM, InterventionError, SCMError
-from training.tasks.causal.scm.scm_checks import check_scm
+from training.tasks.causal.row_schema import EpisodeError, check_row, named_rows, row_episode
+from training.tasks.causal.scm.scm import SCM, InterventionError
 from training.tasks.causal.shared_work import SHARED
 from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
-from training.tasks.causal.surrogates.catalogue import build_surrogate, check_surrogate_fits
+from training.tasks.causal.surrogates.catalogue import build_surrogate
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 OBSERVE_ROWS = 3
 LOOKAHEAD_DRAWS = 16  # posterior models behind a call's expected information gain (the structure reward)
-
-
-def format_target(target: str, values: np.ndarray) -> str:
-    """The target's sampled values, `Y=2.1` (one per row, one decimal: the model reads these; the surrogate gets the
-    whole rows)."""
-    return " ".join(f"{target}={x:.1f}" for x in values)
-
-
-def data_summary(scm: SCM, rows: np.ndarray, budget: int) -> str:
-    """Reset's text: the budget and, over the initial observational rows, the sample correlation of the target
-    with every other variable (`+0.6`; 0 where a column is constant or there are fewer than 2 rows)."""
-    t = scm.index[scm.target]
-    parts = []
-    for v in scm.variables:
-        if v == scm.target:
-            continue
-        r = 0.0
-        if len(rows) >= 2:
-            a, b = rows[:, scm.index[v]], rows[:, t]
-            sa, sb = a.std(), b.std()
-            if sa > 0 and sb > 0:
-                r = float(np.mean((a - a.mean()) * (b - b.mean())) / (sa * sb))
-        parts.append(f"{v} {r:+.1f}")
-    text = f" Budget: {budget} calls."
-    if len(rows):
-        text += f" {len(rows)} samples, correlation with {scm.target}: {', '.join(parts)}."
-    return text
 
 
 class CausalEnv:
@@ -101,8 +71,7 @@ class CausalEnv:
 
     @property
     def episode_metrics(self) -> dict[str, float]:
-        """The episode's causal metrics (`causal/*`, `surrogate/updates`), logged by the trainer as batch means. A
-        property, not a method: TRL would offer a public method to the model as a tool."""
+        """The episode's logged metrics (`causal/*`, `surrogate/updates`, `tools/*`), as batch means. Not a tool."""
         return self.record.metrics()
 
     @property
@@ -117,16 +86,16 @@ class CausalEnv:
         """The belief the last reply showed (reset's, or the last valid call's); a property, not a tool."""
         return self._belief
 
-    def reset(self, scm_json: str | None = None, seed: int | None = None, budget: int | None = None,
-              initial_samples: int | None = None, target: str | None = None, max_parents: int | None = None,
-              **row) -> str:
-        """Start an episode on the row's SCM; returns the budget, a short summary of the initial data and the
-        options after it. `max_parents`: the exact surrogate's in-degree bound (`subsets.parent_bound`)."""
-        self.scm, budget, initial = episode_settings(scm_json, seed, budget, initial_samples, target, row)
-        self._rng = generator(seed)  # the seed rule: training.evaluation.pairing_seeds
-        self._seed = int(seed)
-        self._state = (self.surrogate_kind, self.active, scm_json, self._seed, budget, initial, max_parents)
-        self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, max_parents)
+    def reset(self, **row) -> str:
+        """Start an episode on the row's SCM (`row_schema`: its SCM, seed, budget, initial samples and in-degree
+        bound); returns the budget, a short summary of the initial data and the options after it."""
+        episode = row_episode(row)
+        self.scm, budget, initial = episode.scm, episode.budget, episode.initial_samples
+        self._rng = generator(episode.seed)  # the seed rule: training.evaluation.pairing_seeds
+        self._seed = episode.seed
+        self._state = (self.surrogate_kind, self.active, episode.scm_id, self._seed, budget, initial,
+                       episode.max_parents)
+        self._surrogate = build_surrogate(self.surrogate_kind, self.scm.variables, self.scm.target, episode.max_parents)
         rows = self.scm.sample(initial, self._rng)
         if initial:  # frozen too: the ablation holds the belief still, it does not take it away
             self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
@@ -138,19 +107,16 @@ class CausalEnv:
         return self._record.reset_text
 
     @classmethod
+    def prepare_rows(cls, rows: list[dict]) -> list[dict]:
+        """The rows, each naming its SCM (`row_schema.named_rows`), as training and every evaluation hand them over
+        (`recipe.setup_environment`). Not a tool."""
+        return named_rows(rows)
+
+    @classmethod
     def check_row(cls, row: dict, surrogate_kind: str = "exact", **settings) -> None:
-        """Everything `reset` would refuse about `row` in an environment of these settings, before any work
-        (`training.run_setup.input_checks` calls this for every train and held-out row): its fields, its size and
-        in-degree bound for the surrogate, and its SCM built, sampled once at the ends of every range and its optimum
-        computed (`scm_checks`; cached, so the episodes reuse it). Raises `EpisodeError`. A class method, not a tool."""
-        scm_json = row.get("scm_json")
-        settings = {k: row.get(k) for k in ("seed", "budget", "initial_samples", "target")}
-        scm, _, _ = episode_settings(scm_json, **settings, row={k: v for k, v in row.items() if k not in settings})
-        check_surrogate_fits(surrogate_kind, scm.d, row.get("max_parents"))
-        try:
-            check_scm(scm)
-        except SCMError as err:
-            raise EpisodeError(f"scm_json: {err}") from None
+        """Everything `reset` would refuse about `row` with this surrogate, before any work (`row_schema.check_row`;
+        `input_checks` calls it for every train and held-out row). Not a tool."""
+        check_row(row, surrogate_kind)
 
     # ---- tools ----------------------------------------------------------------------------------------------------
     # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.
@@ -213,7 +179,7 @@ class CausalEnv:
     def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
         self._record.invalid[kind] += 1
         self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind,
-                                             **self._shown_choices()))
+                                             **shown_choices(self._belief)))
         return f"error: {message}"
 
     def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
@@ -223,7 +189,7 @@ class CausalEnv:
         text = f"{format_target(self.scm.target, sampled)} ({left} calls left)"
         step = StepRecord(tool, args, True, text, target_value=float(sampled.mean()), expected_target=expected,
                           intervention=intervention, rows=rows, mask=mask, call_index=self._record.used,
-                          **self._shown_choices())
+                          **shown_choices(self._belief))
         self._record.steps.append(step)
         step.regret = self._record.regret
         self._learn(step)
@@ -232,36 +198,26 @@ class CausalEnv:
         return text
 
     def _learn(self, step: StepRecord) -> None:
-        """The surrogate's work for an accepted call: its expected information gain (against the posterior before
-        the call's rows), the update with those rows, and the record of what the update did. Frozen: the record
-        only."""
+        """For an accepted call: its expected information gain, the surrogate's update with its rows, and the record
+        of what the update did (frozen: the record only)."""
         if self.active:
             self._look_ahead(step)
             self._surrogate.update(step.rows, step.mask)
         self._settle(step)
 
-    def _shown_choices(self) -> dict:
-        """What the teacher and the one-step rule choose from the options now shown (None where the effects are
-        unknown), recorded with the call that answers them."""
-        if self._belief is None or not self._belief.known:
-            return {"teacher_call": None, "one_step_call": None}
-        return {"teacher_call": self._belief.teacher_choice.call, "one_step_call": self._belief.best.call}
-
     def _read_belief(self) -> str:
-        """The options after the surrogate's current belief (`training.tasks.causal.belief`), the reply's last line,
-        kept as `belief`."""
+        """The options after the surrogate's current belief (`belief.py`), the reply's last line, kept as `belief`."""
         self._belief = SHARED.get(("belief", self._state), lambda: Belief.of(
             self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates), budget=self._record.budget,
             made=tuple(self._record.interventions)))
         return self._belief.line()
 
     def _look_ahead(self, step: StepRecord) -> None:
-        """Record the call's expected information gain, measured against the posterior before its rows: the
-        surrogate's `expected_gain`, with draws keyed by (environment seed, valid-call index), so a GRPO group's
-        rollouts (one row, one seed) making the same call at the same point are credited alike. The structure
-        reward pays this, not the realised drop: the policy chooses the call, not the noise of its one row. None
-        where the surrogate cannot say (2 observational rows per variable are needed); the structure reward then
-        refuses the episode."""
+        """Record the call's expected information gain against the posterior before its rows (the surrogate's
+        `expected_gain`, draws keyed by environment seed and valid-call index, so a GRPO group's rollouts making the
+        same call at the same point are credited alike): what the structure reward pays, not the realised drop (the
+        policy chooses the call, not its row's noise). None where the surrogate cannot say (2 observational rows per
+        variable are needed); the structure reward then refuses the episode."""
         expected_gain = getattr(self._surrogate, "expected_gain", None)
         if expected_gain is None:
             return
@@ -288,10 +244,6 @@ class CausalEnv:
 
 
 def make_causal_env(surrogate: str = "exact", active: bool = True):
-    """The factory of `CausalEnv`s with the `surrogate` kind, frozen where `active` is False (called with no
-    arguments, as TRL calls an `environment_factory`): the settings a recipe's `environment_settings` would give,
-    `active` among them only when False."""
-    from training.run_setup.environment_settings import configured_environment
-
+    """`CausalEnv`s with the `surrogate` kind, frozen where `active` is False, as `environment_settings` give them."""
     settings = {"surrogate_kind": surrogate, **({} if active else {"active": False})}
     return configured_environment(CausalEnv, settings, "make_causal_env")

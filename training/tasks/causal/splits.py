@@ -41,7 +41,7 @@ import numpy as np
 from training.evaluation.pairing_seeds import STYLE_SEED_KEY, generator, row_seed
 from training.evaluation.progress import episode_bar
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
+from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, scm_from_json
 from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.scm import names
@@ -57,7 +57,7 @@ def causal_prompt(row: dict) -> list[dict]:
     """Chat messages for a row: the variables, the target and its goal, and the variables that may be set (every
     other one, listed: a small model copies a name from a list more easily than it excludes the target) with
     their range."""
-    scm = SCM.from_json(row["scm_json"])
+    scm = scm_from_json(row["scm_json"])
     ranges = {f"[{lo:g}, {hi:g}]" for lo, hi in scm.ranges.values()}
     if len(ranges) == 1:
         settable = f"one of {', '.join(scm.actionable)} at a time to a value in {ranges.pop()}"
@@ -88,6 +88,8 @@ def styled(scm: SCM, rng: np.random.Generator, style: str | None = None) -> SCM:
 
 
 def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: int = DEFAULT_INITIAL_SAMPLES) -> dict:
+    """The row of an episode of `scm` (its prompt reads the SCM its JSON describes, held by name for the episodes of
+    this process: `row_schema`)."""
     meta = scm.meta
     row = {
         "scm_json": scm.to_json(), "target": scm.target, "goal": scm.goal,
