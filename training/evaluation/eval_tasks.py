@@ -27,6 +27,7 @@ from training.evaluation.episode_choice import EpisodeChoice
 from training.evaluation.episodes import SCORE, Episode, summarize
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.spec import EvalSpec, EvalSpecError
+from training.registries import Registry
 from training.run_setup import tasks
 
 Played = tuple[list[Episode], dict]  # the episodes of one evaluate() call and its counts
@@ -62,14 +63,14 @@ class EvalTask:
     with_flags: Callable[[object, EpisodeChoice, EvalSpec], EvalInputs | None] | None = None
 
 
-def evaluation_tasks() -> dict[str, EvalTask]:
-    """Every evaluation task by name: the generic ones (`GENERIC`) and each registered task's own."""
-    found = {task.name: task for task in GENERIC}
-    for task in tasks.all():
-        if task.evaluation is not None:
-            if task.evaluation.name in found:
-                raise ValueError(f"evaluation task {task.evaluation.name!r} is registered twice")
-            found[task.evaluation.name] = task.evaluation
+def evaluation_tasks() -> Registry:
+    """Every evaluation task by name (`training.registries.Registry`): the generic ones (`GENERIC`) and each
+    registered task's own."""
+    found = Registry("evaluation task", unknown=EvalSpecError)
+    for task in [*GENERIC, *(t.evaluation for t in tasks.all() if t.evaluation is not None)]:
+        if task.name in found:
+            raise ValueError(f"evaluation task {task.name!r} is registered twice")
+        found.register(task.name, task)
     return found
 
 

@@ -33,7 +33,7 @@ from training.tasks.causal.row_schema import EpisodeError, check_row, named_rows
 from training.tasks.causal.scm.scm import SCM, InterventionError
 from training.tasks.causal.shared_work import SHARED
 from training.tasks.causal.surrogates.catalogue import SURROGATES as SURROGATE_KINDS
-from training.tasks.causal.surrogates.catalogue import build_surrogate
+from training.tasks.causal.surrogates.catalogue import build_surrogate, check_surrogate_fits
 from training.tasks.causal.surrogates.surrogate import ParentPosterior
 
 OBSERVE_ROWS = 3
@@ -114,9 +114,9 @@ class CausalEnv:
 
     @classmethod
     def check_row(cls, row: dict, surrogate_kind: str = "exact", **settings) -> None:
-        """Everything `reset` would refuse about `row` with this surrogate, before any work (`row_schema.check_row`;
-        `input_checks` calls it for every train and held-out row). Not a tool."""
-        check_row(row, surrogate_kind)
+        """Everything `reset` would refuse about `row` (`row_schema.check_row`), its size and in-degree bound for the
+        surrogate too, before any work (`input_checks` calls it for every train and held-out row). Not a tool."""
+        check_surrogate_fits(surrogate_kind, check_row(row).d, row.get("max_parents"))
 
     # ---- tools ----------------------------------------------------------------------------------------------------
     # Docstrings are the tool schemas in the model's prompt: kept terse, the tiny model's context is 1024 tokens.

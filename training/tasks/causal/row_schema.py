@@ -102,18 +102,16 @@ def row_episode(row: dict) -> RowEpisode:
                       row.get("max_parents"))
 
 
-def check_row(row: dict, surrogate_kind: str) -> None:
-    """Everything `CausalEnv.reset` would refuse about `row` with the `surrogate_kind` surrogate, before any work: its
-    fields, its size and in-degree bound for the surrogate, and its SCM built, sampled once at the ends of every range
-    and its optimum computed (`scm_checks`; cached, so the episodes reuse it). Raises `EpisodeError`."""
-    from training.tasks.causal.surrogates.catalogue import check_surrogate_fits  # the catalogue imports this module
-
+def check_row(row: dict) -> SCM:
+    """Everything `CausalEnv.reset` would refuse about `row`'s fields and SCM, before any work: its fields, and its SCM
+    built, sampled once at the ends of every range and its optimum computed (`scm_checks`; cached, so the episodes
+    reuse it). Returns the SCM; raises `EpisodeError`."""
     scm = row_episode(row).scm
-    check_surrogate_fits(surrogate_kind, scm.d, row.get("max_parents"))
     try:
         check_scm(scm)
     except SCMError as err:
         raise EpisodeError(f"scm_json: {err}") from None
+    return scm
 
 
 def _other_columns(row: dict) -> list[str]:
