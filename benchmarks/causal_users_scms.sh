@@ -17,17 +17,19 @@ repo=$(git -C "$(dirname "${BASH_SOURCE[0]}")/.." rev-parse --show-toplevel)
 cd "$repo"
 for scm in "${files[@]}"; do
   name=$(basename "$scm" .yaml)
-  surrogate=$(python -c "from training.tasks.causal.scm_rows import load_scm_file
-from training.tasks.causal.train_scm import fitting_surrogate
+  surrogate=$(python -c "from training.tasks.causal.episode_source import load_scm_file
+from training.tasks.causal.surrogates.catalogue import fitting_surrogate
 print(fitting_surrogate(load_scm_file('$scm')))")
   rows="$out/$name/rows"
   echo "== $name: $surrogate surrogate, $episodes episodes"
-  python -m training.tasks.causal.scm_rows --scm "$scm" --out "$rows" --train 1 --heldout "$episodes" \
+  python -m training.tasks.causal.scm_rows --scm "$scm" --out "$rows" --train_rows 1 --heldout_rows "$episodes" \
     --surrogate "$surrogate" > /dev/null
   python -m training.evaluate "$run" --split "$rows/heldout.jsonl" --surrogate "$surrogate" --episodes_per_row 1 \
     --out "$out/$name/trained" --overwrite > /dev/null 2>&1
   python -m training.tasks.causal.evaluate_baselines --split "$rows/heldout.jsonl" --surrogate "$surrogate" \
-    --episodes 1 --out "$out/$name/baselines" | grep -v "^|" || true
-  python -m training.tasks.causal.results trained="$out/$name/trained" \
-    $(for b in "$out/$name/baselines"/*; do printf '%s=%s ' "$(basename "$b")" "$b"; done) --versus trained
+    --episodes_per_row 1 --out "$out/$name/baselines" | grep -v "^|" || true
+  python -m training.compare trained="$out/$name/trained" \
+    $(for b in "$out/$name/baselines"/*; do printf '%s=%s ' "$(basename "$b")" "$b"; done) --baseline trained \
+    --out "$out/$name/comparison" > /dev/null
+  cat "$out/$name/comparison/causal_tables.md"
 done

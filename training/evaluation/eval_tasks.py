@@ -7,7 +7,8 @@ scores a policy's held-out episodes (`evaluate(inputs, policy) -> (episodes, cou
 training/evaluation/episodes.py), which values the evaluation
 during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
 play instead of a model, and which flags of its own `python -m training.evaluate` takes (`flags`, `read_flags`,
-`with_flags`: the causal task's episode flags, training/tasks/causal/episode_source.py). `policy` is `(model, tokenizer)` for a model, or whatever
+`with_flags`: the causal task's episode flags, training/tasks/causal/episode_source.py), and the tables of its own
+`python -m training.compare` prints over a comparison of its evaluations (`report`). `policy` is `(model, tokenizer)` for a model, or whatever
 the task's baseline factory returned.
 
 Two are generic and defined here: `reward_functions` (held-out prompts scored by the reward functions: the bundled
@@ -61,6 +62,8 @@ class EvalTask:
     flags: Callable[[argparse._ArgumentGroup], None] | None = None
     read_flags: Callable[[argparse.Namespace], object] | None = None
     with_flags: Callable[[object, EpisodeChoice, EvalSpec], EvalInputs | None] | None = None
+    # the task's own tables over `python -m training.compare`'s runs of its evaluations, given the baseline model
+    report: Callable[[list, str | None], str] | None = None
 
 
 def evaluation_tasks() -> Registry:

@@ -7,7 +7,7 @@
 prints per baseline the final regret, parent F1 of the final posterior, cumulative information gain, reward (the
 recipe's weights, `--recipe`, default the checkout's recipes/causal_cpu.yaml), the best E[target | do] against the
 optimum, the final parent marginals and each variable's share of the interventions
-(`training.tasks.causal.results.summary_table`). The episodes are the causal episode flags every causal command
+(`training.tasks.causal.compare_tables.summary_table`). The episodes are the causal episode flags every causal command
 shares (`training.tasks.causal.episode_source`; the bundled held-out split by default), played with the surrogate
 `episode_source.surrogate_for` picks: `--surrogate`, else the one that fits the rows' SCMs (rows `train_scm` or
 `scm_rows` made from a nonlinear file play with the additive one, as they were made). `--episodes` and `--limit` were
@@ -38,7 +38,7 @@ from training.tasks.causal.episode_source import (
 )
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policy_episodes import supported_policies
-from training.tasks.causal.results import summary_table
+from training.tasks.causal.compare_tables import summary_table
 
 FLAGS = ("split", "scm", "budget", "initial_samples", "max_parents", "surrogate")
 DEFAULTS = {"episodes_per_row": 2}

@@ -16,7 +16,7 @@ calls made, the final posterior's parent marginals P(X_j ∈ Pa(target)) (`paren
 the episode reached (`best_expected`, against the SCM's `optimum` and `goal`) and its valid interventions per variable
 (`interventions_on`), and the shares of its valid calls that made the teacher's choice and the one-step rule's
 (`teacher_agreement`, `one_step_agreement`, None without valid calls; each call's `follows_teacher` and
-`follows_one_step` in the call log). `mean_metrics` reduces records to means; `training.tasks.causal.results.summary_table` prints
+`follows_one_step` in the call log). `mean_metrics` reduces records to means; `training.tasks.causal.compare_tables.summary_table` prints
 them per policy.
 """
 

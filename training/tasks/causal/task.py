@@ -8,7 +8,7 @@ from pathlib import Path
 
 from training.evaluation.eval_tasks import EvalTask
 from training.run_setup.tasks import Task, register
-from training.tasks.causal import evaluation_task
+from training.tasks.causal import compare_tables, evaluation_task
 from training.tasks.causal.episode_records import LOGGED_METRICS
 from training.tasks.causal.episode_source import episode_source
 from training.tasks.causal.policies.policy_catalogue import POLICIES
@@ -46,6 +46,7 @@ register(Task(
         flags=evaluation_task.add_flags,
         read_flags=episode_source,
         with_flags=evaluation_task.with_flags,
+        report=compare_tables.report,
     ),
     # the episodes' means and each reward component's, in every training-step log
     metrics=dict.fromkeys([*LOGGED_METRICS, *(f"rewards/{c}/{stat}" for c in COMPONENTS for stat in ("mean", "std"))],
