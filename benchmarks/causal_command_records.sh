@@ -36,7 +36,7 @@ table() {  # table NAME: a baseline command's printed table, without its timing 
 }
 
 # rows of an SCM file, the teacher's traces played with the additive surrogate
-run scm_rows training.tasks.causal.scm_rows --scm "$cbo" --out "$out/rows" --train 3 --heldout 2 --teacher \
+run scm_rows training.tasks.causal.scm_rows --scm "$cbo" --out "$out/rows" --train_rows 3 --heldout_rows 2 --teacher \
   --surrogate additive --budget 4
 keep scm_rows "$out/rows"
 
@@ -51,42 +51,42 @@ keep train_scm "$out/runs/cbo"
 # training.evaluate: a run directory (its own settings, an SCM file, a frozen surrogate), a starting policy, baselines
 run eval_run training.evaluate "$out/runs/causal" --out "$out/eval/run"
 keep eval_run "$out/eval/run"
-run eval_run_scm training.evaluate "$out/runs/causal" --scm "$cbo" --surrogate additive --samples-per-prompt 2 \
+run eval_run_scm training.evaluate "$out/runs/causal" --scm "$cbo" --surrogate additive --episodes_per_row 2 \
   --budget 4 --out "$out/eval/run_scm"
 keep eval_run_scm "$out/eval/run_scm"
-run eval_run_frozen training.evaluate "$out/runs/causal" --frozen --max-rows 2 --out "$out/eval/run_frozen"
+run eval_run_frozen training.evaluate "$out/runs/causal" --frozen --max_rows 2 --out "$out/eval/run_frozen"
 keep eval_run_frozen "$out/eval/run_frozen"
 run eval_scm_run training.evaluate "$out/runs/cbo" --heldout_seed 3 --out "$out/eval/scm_run"
 keep eval_scm_run "$out/eval/scm_run"
-run eval_start training.evaluate "${recipe[@]}" --max-rows 3 --samples-per-prompt 2 --out "$out/eval/start"
+run eval_start training.evaluate "${recipe[@]}" --max_rows 3 --episodes_per_row 2 --out "$out/eval/start"
 keep eval_start "$out/eval/start"
-run eval_start_greedy training.evaluate "${recipe[@]}" --greedy --split train --max-rows 2 --out "$out/eval/start_greedy"
+run eval_start_greedy training.evaluate "${recipe[@]}" --greedy --split train --max_rows 2 --out "$out/eval/start_greedy"
 keep eval_start_greedy "$out/eval/start_greedy"
-run eval_teacher training.evaluate "${recipe[@]}" --baseline teacher --split heldout --max-rows 3 \
-  --samples-per-prompt 2 --out "$out/eval/teacher"
+run eval_teacher training.evaluate "${recipe[@]}" --baseline teacher --split heldout --max_rows 3 \
+  --episodes_per_row 2 --out "$out/eval/teacher"
 keep eval_teacher "$out/eval/teacher"
 run eval_belief_line_scm training.evaluate "${recipe[@]}" --baseline belief_line --scm "$cbo" --surrogate additive \
-  --samples-per-prompt 2 --budget 4 --initial_samples 8 --out "$out/eval/belief_line_scm"
+  --episodes_per_row 2 --budget 4 --initial_samples 8 --out "$out/eval/belief_line_scm"
 keep eval_belief_line_scm "$out/eval/belief_line_scm"
 run eval_random_rows training.evaluate "${recipe[@]}" --baseline random --split "$out/rows/heldout.jsonl" \
   --surrogate additive --out "$out/eval/random_rows"
 keep eval_random_rows "$out/eval/random_rows"
 
 # evaluate_baselines: the bundled held-out split, train_scm's rows, an SCM file
-run baselines_heldout training.tasks.causal.evaluate_baselines --split heldout --episodes 2 --limit 3 \
+run baselines_heldout training.tasks.causal.evaluate_baselines --split heldout --episodes_per_row 2 --max_rows 3 \
   --out "$out/baselines/heldout"
 keep baselines_heldout "$out/baselines/heldout"; table baselines_heldout
 run baselines_scm_rows training.tasks.causal.evaluate_baselines --split "$out/runs/cbo/scm_rows/heldout.jsonl" \
-  --surrogate additive --episodes 1 --policies random,belief_line,teacher,oracle --out "$out/baselines/scm_rows"
+  --surrogate additive --episodes_per_row 1 --policies random,belief_line,teacher,oracle --out "$out/baselines/scm_rows"
 keep baselines_scm_rows "$out/baselines/scm_rows"; table baselines_scm_rows
-run baselines_scm training.tasks.causal.evaluate_baselines --scm "$cbo" --surrogate additive --episodes 2 \
+run baselines_scm training.tasks.causal.evaluate_baselines --scm "$cbo" --surrogate additive --episodes_per_row 2 \
   --budget 3 --policies random,thompson,expected_improvement,belief_line --out "$out/baselines/scm"
 keep baselines_scm "$out/baselines/scm"; table baselines_scm
 
 # the comparison commands over those records
 run compare training.compare "$out/eval/run" "$out/eval/start" --out "$out/compare"
 cp "$out/compare/comparison.json" "$out/records/compare.json"
-run results training.tasks.causal.results "teacher=$out/baselines/heldout/teacher" \
-  "random=$out/baselines/heldout/random" --versus random
-table results
+run results training.compare "teacher=$out/baselines/heldout/teacher" "random=$out/baselines/heldout/random" \
+  --baseline random --out "$out/compare_tables"
+cp "$out/compare_tables/causal_tables.md" "$out/records/results.txt"
 echo "records -> $out/records"
