@@ -55,7 +55,7 @@ def episode_data(policy_name: str, row: dict, k: int):
     env = make_causal_env("additive")()
     env.reset(**{**row, "seed": environment_seed(row, k)})
     policy, rng = POLICIES[policy_name](), np.random.default_rng(k)
-    while env.record.used < env.record.budget:
+    while env.trace.used < env.trace.budget:
         tool, args = policy(env, rng)
         getattr(env, tool)(**args)
     return env.scm, env.surrogate

@@ -63,7 +63,7 @@ class Posterior:
 def episode(posterior, goal="max", done=()):
     scm = linear_scm({}, {"X1": [-3, 3], "X2": [-3, 3]}, goal)
     steps = [SimpleNamespace(valid=True, intervention=d) for d in done]
-    return SimpleNamespace(scm=scm, surrogate=posterior, record=SimpleNamespace(steps=steps))
+    return SimpleNamespace(scm=scm, surrogate=posterior, trace=SimpleNamespace(steps=steps))
 
 
 RNG = np.random.default_rng(0)

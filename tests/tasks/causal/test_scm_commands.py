@@ -101,7 +101,7 @@ def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
         assert "Target: Y" in r["prompt"][0]["content"] and "Z in [-5, 20]" in r["prompt"][0]["content"]
     env = CausalEnv()  # a row without a budget gets the same default
     env.reset(scm_json=train[0]["scm_json"], seed=0)
-    assert env.record.budget == DEFAULT_BUDGET and env.surrogate.stats.count[0] == DEFAULT_INITIAL_SAMPLES
+    assert env.trace.budget == DEFAULT_BUDGET and env.surrogate.stats.count[0] == DEFAULT_INITIAL_SAMPLES
     assert scm_row.__defaults__ == (DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES)
 
 

@@ -15,8 +15,8 @@ P(parent of the target); no weighing of them). Reset's text gives the budget, a 
 (`replies.data_summary`) and the options after them. The reply does not grow with the number of variables. A call the
 environment refuses (unknown variable, the target, a value that is not a number, not finite or outside the variable's
 range, an option number the last reply did not list, or a call past the budget) is answered with an ``error: ...``
-string and counted under its kind; it samples nothing, updates nothing and uses no budget. Every call is recorded
-(`episode_records`); `episode_metrics` (a property, so not a tool) returns the episode's logged metrics.
+string and counted under its kind; it samples nothing, updates nothing and uses no budget. Every call joins the episode's
+trace (`episode_traces`); `episode_metrics` (a property, so not a tool) returns the episode's logged metrics.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from training.evaluation.pairing_seeds import LOOKAHEAD_SEED_KEY, generator
 from training.run_setup.environment_settings import configured_environment
 from training.tasks.causal.belief import Belief, belief_rng, shown_choices
-from training.tasks.causal.episode_records import EpisodeRecord, StepRecord
+from training.tasks.causal.episode_traces import EpisodeTrace, CallTrace
 from training.tasks.causal.replies import data_summary, format_target
 from training.tasks.causal.reward_components import step_rewards
 from training.tasks.causal.row_schema import EpisodeError, check_row, named_rows, row_episode
@@ -54,7 +54,7 @@ class CausalEnv:
         self.surrogate_kind, self.active = surrogate_kind, active
         self.scm: SCM | None = None
         self._surrogate = None
-        self._record: EpisodeRecord | None = None
+        self._trace: EpisodeTrace | None = None
         self._rng: np.random.Generator | None = None
         self._last_posterior: ParentPosterior | None = None
         self._last_entropy: float | None = None
@@ -62,8 +62,8 @@ class CausalEnv:
         self._state: tuple = ()  # what this episode's state is a function of (shared_work.py)
 
     @property
-    def record(self) -> EpisodeRecord | None:
-        return self._record
+    def trace(self) -> EpisodeTrace | None:
+        return self._trace
 
     @property
     def surrogate(self):
@@ -72,14 +72,14 @@ class CausalEnv:
     @property
     def episode_metrics(self) -> dict[str, float]:
         """The episode's logged metrics (`causal/*`, `surrogate/updates`, `tools/*`), as batch means. Not a tool."""
-        return self.record.metrics()
+        return self.trace.metrics()
 
     @property
     def call_rewards(self) -> list[dict[str, float]]:
         """Each call's reward terms, by component (= reward function) name, in the order the calls were answered
         (`reward_components.step_rewards`; they sum to the episode's rewards): what `call_credit` credits each call
         with. A property, not a tool."""
-        return step_rewards(self.record)
+        return step_rewards(self.trace)
 
     @property
     def belief(self) -> Belief | None:
@@ -100,11 +100,11 @@ class CausalEnv:
         if initial:  # frozen too: the ablation holds the belief still, it does not take it away
             self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
         self._last_posterior, self._last_entropy = self._surrogate.posterior(), self._surrogate.entropy()
-        self._record = EpisodeRecord(self.scm, budget, self._last_entropy, self.scm.expected_target(),
+        self._trace = EpisodeTrace(self.scm, budget, self._last_entropy, self.scm.expected_target(),
                                      self.scm.optimum().expected, initial_posterior=self._last_posterior)
-        self._sync_record()
-        self._record.reset_text = f"{data_summary(self.scm, rows, budget)} {self._read_belief()}"
-        return self._record.reset_text
+        self._sync_trace()
+        self._trace.reset_text = f"{data_summary(self.scm, rows, budget)} {self._read_belief()}"
+        return self._trace.reset_text
 
     @classmethod
     def prepare_rows(cls, rows: list[dict]) -> list[dict]:
@@ -129,7 +129,7 @@ class CausalEnv:
         """
         args = {"variable": variable, "value": value}
         if self._refuse_past_budget("intervene", args):
-            return self._record.steps[-1].outcome
+            return self._trace.steps[-1].outcome
         try:
             var, val = self.scm.check_intervention(variable, value)
         except InterventionError as err:
@@ -144,7 +144,7 @@ class CausalEnv:
         """
         args = {"option": option}
         if self._refuse_past_budget("choose", args):
-            return self._record.steps[-1].outcome
+            return self._trace.steps[-1].outcome
         options = self._belief.options if self._belief is not None and self._belief.known else ()
         if isinstance(option, bool) or not isinstance(option, (int, np.integer)) or not 1 <= option <= len(options):
             shown = f"1 to {len(options)}" if options else "none (the effects are unknown: observe)"
@@ -156,7 +156,7 @@ class CausalEnv:
     def observe(self) -> str:
         """Sample all variables without intervening."""
         if self._refuse_past_budget("observe", {}):
-            return self._record.steps[-1].outcome
+            return self._trace.steps[-1].outcome
         rows = self.scm.sample(OBSERVE_ROWS, self._rng)
         return self._accept("observe", {}, rows, np.zeros_like(rows, dtype=bool), None, None)
 
@@ -169,37 +169,37 @@ class CausalEnv:
         return self._accept(tool, args, rows, mask, self.scm.expected_target({var: val}), (var, val))
 
     def _refuse_past_budget(self, tool: str, args: dict) -> bool:
-        if self._record is None:
+        if self._trace is None:
             raise EpisodeError(f"{tool} called before reset")
-        if self._record.used < self._record.budget:
+        if self._trace.used < self._trace.budget:
             return False
-        self._refuse(tool, args, "budget_exceeded", f"budget of {self._record.budget} calls used up")
+        self._refuse(tool, args, "budget_exceeded", f"budget of {self._trace.budget} calls used up")
         return True
 
     def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
-        self._record.invalid[kind] += 1
-        self._record.steps.append(StepRecord(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind,
+        self._trace.invalid[kind] += 1
+        self._trace.steps.append(CallTrace(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind,
                                              **shown_choices(self._belief)))
         return f"error: {message}"
 
     def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
                 intervention: tuple[str, float] | None) -> str:
-        left = self._record.budget - self._record.used - 1
+        left = self._trace.budget - self._trace.used - 1
         sampled = rows[:, self.scm.index[self.scm.target]]
         text = f"{format_target(self.scm.target, sampled)} ({left} calls left)"
-        step = StepRecord(tool, args, True, text, target_value=float(sampled.mean()), expected_target=expected,
-                          intervention=intervention, rows=rows, mask=mask, call_index=self._record.used,
+        step = CallTrace(tool, args, True, text, target_value=float(sampled.mean()), expected_target=expected,
+                          intervention=intervention, rows=rows, mask=mask, call_index=self._trace.used,
                           **shown_choices(self._belief))
-        self._record.steps.append(step)
-        step.regret = self._record.regret
+        self._trace.steps.append(step)
+        step.regret = self._trace.regret
         self._learn(step)
         self._state = (*self._state, intervention or tool)
         step.outcome = text = f"{text}\n{self._read_belief()}"
         return text
 
-    def _learn(self, step: StepRecord) -> None:
-        """For an accepted call: its expected information gain, the surrogate's update with its rows, and the record
-        of what the update did (frozen: the record only)."""
+    def _learn(self, step: CallTrace) -> None:
+        """For an accepted call: its expected information gain, the surrogate's update with its rows, and the trace
+        of what the update did (frozen: the trace only)."""
         if self.active:
             self._look_ahead(step)
             self._surrogate.update(step.rows, step.mask)
@@ -208,11 +208,11 @@ class CausalEnv:
     def _read_belief(self) -> str:
         """The options after the surrogate's current belief (`belief.py`), the reply's last line, kept as `belief`."""
         self._belief = SHARED.get(("belief", self._state), lambda: Belief.of(
-            self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates), budget=self._record.budget,
-            made=tuple(self._record.interventions)))
+            self._surrogate, self.scm, belief_rng(self._seed, self._surrogate.updates), budget=self._trace.budget,
+            made=tuple(self._trace.interventions)))
         return self._belief.line()
 
-    def _look_ahead(self, step: StepRecord) -> None:
+    def _look_ahead(self, step: CallTrace) -> None:
         """Record the call's expected information gain against the posterior before its rows (the surrogate's
         `expected_gain`, draws keyed by environment seed and valid-call index, so a GRPO group's rollouts making the
         same call at the same point are credited alike): what the structure reward pays, not the realised drop (the
@@ -227,7 +227,7 @@ class CausalEnv:
             lambda: expected_gain(do, step.mask, LOOKAHEAD_DRAWS, generator(self._seed, step.call_index,
                                                                              LOOKAHEAD_SEED_KEY)))
 
-    def _settle(self, step: StepRecord) -> None:
+    def _settle(self, step: CallTrace) -> None:
         """Record what the surrogate's update with `step.rows` did (after it; frozen: that nothing moved)."""
         step.posterior_before = self._last_posterior
         step.entropy_before = self._last_entropy
@@ -236,11 +236,11 @@ class CausalEnv:
         step.info_gain = step.entropy_before - step.entropy_after
         if not self.active:  # a frozen surrogate learns nothing from a call, now or in expectation
             step.expected_info_gain = 0.0
-        self._sync_record()
+        self._sync_trace()
 
-    def _sync_record(self) -> None:
-        self._record.final_posterior = self._last_posterior
-        self._record.surrogate_updates = self._surrogate.updates
+    def _sync_trace(self) -> None:
+        self._trace.final_posterior = self._last_posterior
+        self._trace.surrogate_updates = self._surrogate.updates
 
 
 def make_causal_env(surrogate: str = "exact", active: bool = True):

@@ -23,7 +23,7 @@ What a build does:
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
    at chance).
 4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
-   that make the teacher's choice (`StepRecord.follows_teacher`) must reach `acceptance_bar`, and so must the share of
+   that make the teacher's choice (`CallTrace.follows_teacher`) must reach `acceptance_bar`, and so must the share of
    calls that are valid (a policy that miscopies a name makes a call the environment refuses). The same measure on
    sampled episodes (the recipe's temperature) is recorded beside it, with the share that make the one-step rule's
    choice and the share that repeat the previous call.

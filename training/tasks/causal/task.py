@@ -9,7 +9,7 @@ from pathlib import Path
 from training.evaluation.eval_tasks import EvalTask
 from training.run_setup.tasks import Task, register
 from training.tasks.causal import compare_tables, evaluation_task
-from training.tasks.causal.episode_records import LOGGED_METRICS
+from training.tasks.causal.episode_traces import LOGGED_METRICS
 from training.tasks.causal.episode_source import episode_source
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.reward_components import COMPONENTS

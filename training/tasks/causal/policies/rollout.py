@@ -94,7 +94,7 @@ class RolloutPolicy:
             raise ValueError("rollout: the environment has shown no options yet (call reset first)")
         if not belief.known:
             return "observe", {}
-        scm, record = env.scm, env.record
+        scm, record = env.scm, env.trace
         left = record.budget - record.used
         ranked = sorted(belief.candidates, key=lambda o: o.score, reverse=True)[: self.candidates]
         if left == 1 or len(ranked) == 1:

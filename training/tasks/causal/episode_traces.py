@@ -1,13 +1,15 @@
-"""What an episode of the causal environment did, call by call (`StepRecord`) and as a whole (`EpisodeRecord`).
+"""What an episode of the causal environment did, call by call (`CallTrace`) and as a whole (`EpisodeTrace`): the
+episode's trace, read through `CausalEnv.trace`. (Called its record, `EpisodeRecord` and `StepRecord`, until "record"
+was kept for the files that record how a run or a build was made.)
 
-Every call is recorded: the call, its validity, the text returned, the posterior entropy before and after, the
+Every call is traced: the call, its validity, the text returned, the posterior entropy before and after, the
 information gain (their difference), the target's sampled value and, for interventions, E[target | do] and the regret
 after the call. Regret = optimum - best E[target | do] reached so far (mirrored for goal "min"), where the best starts
 at E[target] without intervention and the result is clipped at 0. The EXPECTED value is used, not the noisy sampled
 target: the policy controls which distribution it samples, not the noise, so rewarding the sample would reward luck
 and make regret negative by chance; the expectation is exact for the linear family.
 
-`EpisodeRecord.metrics` gives the episode's values of the logged metrics (`LOGGED_METRICS`): the `causal/*` metrics,
+`EpisodeTrace.metrics` gives the episode's values of the logged metrics (`LOGGED_METRICS`): the `causal/*` metrics,
 `surrogate/updates`, the calls accepted (`tools/valid_calls`) and refused by kind (`tools/refused/<kind>`); the
 trainer logs their batch means (training/features/environment_metrics.py), and `health/no_valid_calls` reads the last
 two.
@@ -28,11 +30,11 @@ INVALID_KINDS = ("unknown_variable", "target_variable", "bad_value_type", "non_f
                  "unknown_option", "budget_exceeded")
 LOGGED_METRICS = ("causal/info_gain", "causal/posterior_entropy", "causal/regret", "causal/parent_f1",
                   "causal/invalid_calls", "surrogate/updates", "tools/valid_calls",
-                  *(f"tools/refused/{kind}" for kind in INVALID_KINDS))  # `EpisodeRecord.metrics`, batch means
+                  *(f"tools/refused/{kind}" for kind in INVALID_KINDS))  # `EpisodeTrace.metrics`, batch means
 
 
 @dataclass
-class StepRecord:
+class CallTrace:
     tool: str
     arguments: dict
     valid: bool
@@ -74,13 +76,13 @@ class StepRecord:
 
 
 @dataclass
-class EpisodeRecord:
+class EpisodeTrace:
     scm: SCM
     budget: int
     initial_entropy: float
     initial_expected: float  # E[target] without intervention, where "best so far" starts
     optimum: float
-    steps: list[StepRecord] = field(default_factory=list)
+    steps: list[CallTrace] = field(default_factory=list)
     invalid: Counter = field(default_factory=Counter)
     final_posterior: ParentPosterior | None = None
     initial_posterior: ParentPosterior | None = None  # after reset's observational rows
