@@ -206,3 +206,22 @@ def test_training_on_an_scm_file_end_to_end(elsewhere):
     assert summary["global_step"] == 1
     records = [e.extra for e in read_episodes(elsewhere / "run")]
     assert records and all(set(r["parent_marginals"]) == {"X", "Z"} for r in records)
+
+
+def test_rows_of_a_nonlinear_file_play_with_the_surrogate_that_fits_them_wherever_they_are_read(elsewhere, capsys):
+    """`evaluate_baselines --split DIR/scm_rows/heldout.jsonl`, with no surrogate flag, on rows of the CBO file: the
+    additive surrogate, as train_scm played them (the same episodes as with --surrogate additive); the exact one,
+    asked for, is played with a warning naming the one that fits."""
+    scm_rows.main(["--scm", "cbo.yaml", "--out", "rows", "--train_rows", "1", "--heldout_rows", "3"])
+    assert json.loads(capsys.readouterr().out)["surrogate"] == "additive"
+    split = ["--split", "rows/heldout.jsonl", "--policies", "belief_line", "--episodes_per_row", "1"]
+    evaluate_baselines.main([*split, "--out", "default"])
+    evaluate_baselines.main([*split, "--surrogate", "additive", "--out", "additive"])
+    default, additive = records(elsewhere / "default" / "belief_line"), records(elsewhere / "additive" / "belief_line")
+    assert [r["surrogate_kind"] for r in default] == ["additive"] * 3 and default == additive
+    capsys.readouterr()
+    evaluate_baselines.main([*split, "--surrogate", "exact", "--out", "exact"])
+    warning = capsys.readouterr().err
+    assert "the exact surrogate, as asked, on 1 SCM(s) whose mechanisms are not affine" in warning
+    assert "--surrogate additive" in warning
+    assert [r["surrogate_kind"] for r in records(elsewhere / "exact" / "belief_line")] == ["exact"] * 3
