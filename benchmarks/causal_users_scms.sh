@@ -3,7 +3,7 @@
 # (docs/causal.md, "SCMs at the sizes of real benchmarks"; results: docs/results/causal.md §4.1): the share of its calls that are valid, the weighted reward,
 # and paired tests over the episodes. Each episode is a held-out row of the file (`scm_rows --heldout N`: its own seed,
 # so its own initial data and noise), the unit the tests pair. Each file is played with the surrogate that fits it
-# (train_scm.fitting_surrogate: exact for the linear files, additive for the CBO graph); greedy EIG and the rollout
+# (surrogates/catalogue.fitting_surrogate: exact for the linear files, additive for the CBO graph); greedy EIG and the rollout
 # reference are left out above 8 variables (tens of seconds to minutes a call there: policy_episodes.COSTLY_POLICIES).
 #   benchmarks/causal_users_scms.sh RUN_DIR OUT_DIR [EPISODES] [FILE ...]   # default 20 episodes; the three examples
 set -euo pipefail
