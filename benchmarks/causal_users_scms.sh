@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A trained causal policy on users' SCM files beside the scripted baselines, on the same paired episodes of each file
 # (docs/causal.md, "SCMs at the sizes of real benchmarks"; results: docs/results/causal.md §4.1): the share of its calls that are valid, the weighted reward,
-# and paired tests over the episodes. Each episode is a held-out row of the file (`scm_rows --heldout N`: its own seed,
+# and paired tests over the episodes. Each episode is a held-out row of the file (`scm_rows --heldout_rows N`: its own seed,
 # so its own initial data and noise), the unit the tests pair. Each file is played with the surrogate that fits it
 # (surrogates/catalogue.fitting_surrogate: exact for the linear files, additive for the CBO graph); greedy EIG and the rollout
 # reference are left out above 8 variables (tens of seconds to minutes a call there: policy_episodes.COSTLY_POLICIES).
