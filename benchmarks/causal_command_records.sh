@@ -31,8 +31,8 @@ keep() {  # keep NAME DIR: DIR's record files as records/NAME/
   (cd "$2" && find . -name '*.jsonl' ! -name metrics.jsonl | sort | while read -r f; do
      mkdir -p "$out/records/$1/$(dirname "$f")" && cp "$f" "$out/records/$1/$f"; done)
 }
-table() {  # table NAME: a baseline command's printed table, without its timing line
-  grep -v '^s/episode' "$out/logs/$1.log" | grep -v ' INFO \| WARNING ' > "$out/records/$1.txt"
+table() {  # table NAME: a baseline command's printed table (its header and rows; not its timing line)
+  grep -E '^\||mean ± std over episodes$' "$out/logs/$1.log" > "$out/records/$1.txt"
 }
 
 # rows of an SCM file, the teacher's traces played with the additive surrogate
