@@ -101,7 +101,7 @@ class CausalEnv:
             self._surrogate.update(rows, np.zeros_like(rows, dtype=bool))
         self._last_posterior, self._last_entropy = self._surrogate.posterior(), self._surrogate.entropy()
         self._trace = EpisodeTrace(self.scm, budget, self._last_entropy, self.scm.expected_target(),
-                                     self.scm.optimum().expected, initial_posterior=self._last_posterior)
+                                   self.scm.optimum().expected, initial_posterior=self._last_posterior)
         self._sync_trace()
         self._trace.reset_text = f"{data_summary(self.scm, rows, budget)} {self._read_belief()}"
         return self._trace.reset_text
@@ -179,7 +179,7 @@ class CausalEnv:
     def _refuse(self, tool: str, args: dict, kind: str, message: str) -> str:
         self._trace.invalid[kind] += 1
         self._trace.steps.append(CallTrace(tool, args, valid=False, outcome=f"error: {message}", error_kind=kind,
-                                             **shown_choices(self._belief)))
+                                           **shown_choices(self._belief)))
         return f"error: {message}"
 
     def _accept(self, tool: str, args: dict, rows: np.ndarray, mask: np.ndarray, expected: float | None,
@@ -188,8 +188,8 @@ class CausalEnv:
         sampled = rows[:, self.scm.index[self.scm.target]]
         text = f"{format_target(self.scm.target, sampled)} ({left} calls left)"
         step = CallTrace(tool, args, True, text, target_value=float(sampled.mean()), expected_target=expected,
-                          intervention=intervention, rows=rows, mask=mask, call_index=self._trace.used,
-                          **shown_choices(self._belief))
+                         intervention=intervention, rows=rows, mask=mask, call_index=self._trace.used,
+                         **shown_choices(self._belief))
         self._trace.steps.append(step)
         step.regret = self._trace.regret
         self._learn(step)
