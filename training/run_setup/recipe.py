@@ -168,7 +168,8 @@ class Recipe:
     the command line as typed (for the model card). A command that composes `train` in process (the causal task's
     `train_scm`) sets the fields as Python values and hands over what it built: `rows` ({"train": [...], "heldout":
     [...]}, used instead of reading `train_file` / `heldout_file`, which still name the files that keep them, their
-    sha256 recorded) and `environment` (the environment class; the recorded `environment_factory` and
+    sha256 recorded) and `environment` (the environment factory: a class, or a class with its settings,
+    `environment_settings.ConfiguredEnvironment`; the recorded `environment_factory` and
     `environment_settings` are read off it, `environment_settings.recipe_fields`). `given`: the flags the command
     line set (their destinations); `command_flags`: the values of a command's own flags, when it has some."""
 
