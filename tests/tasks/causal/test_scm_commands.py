@@ -225,3 +225,18 @@ def test_rows_of_a_nonlinear_file_play_with_the_surrogate_that_fits_them_whereve
     assert "the exact surrogate, as asked, on 1 SCM(s) whose mechanisms are not affine" in warning
     assert "--surrogate additive" in warning
     assert [r["surrogate_kind"] for r in records(elsewhere / "exact" / "belief_line")] == ["exact"] * 3
+
+
+def test_an_old_flag_spelling_warns_naming_the_new_one_and_plays_the_same_episodes(elsewhere, capsys):
+    common = [*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--budget", "2"]
+    evaluate([*common, "--episodes_per_row", "2", "--out", "new"])
+    capsys.readouterr()
+    evaluate([*common, "--samples-per-prompt", "2", "--out", "old"])
+    assert ("warning: --samples-per-prompt is renamed --episodes_per_row; the old spelling is accepted until the next "
+            "release") in capsys.readouterr().err
+    assert records(elsewhere / "old") == records(elsewhere / "new")
+    evaluate_baselines.main(["--scm", "cbo.yaml", "--budget", "2", "--policies", "random", "--episodes", "2", "--limit",
+                             "1", "--out", "b"])
+    err = capsys.readouterr().err
+    assert "--episodes is renamed --episodes_per_row" in err and "--limit is renamed --max_rows" in err
+    assert records(elsewhere / "b" / "random") == records(elsewhere / "new")
