@@ -40,6 +40,7 @@ from training.evaluation.episode_streams import seeded_sampling_kwargs
 from training.evaluation.pairing_seeds import stream_seed
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
+from training.evaluation.progress import episode_bar
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
 from training.tool_use.turn_end import TurnEnd, resolved_limit, turn_end
 from training.tool_use.turn_cache import TurnCache
@@ -138,10 +139,11 @@ def _start(env_factory, row: dict, index: int, sample: int, seed: int | None, re
 
 @torch.no_grad()
 def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
-                  reset: Callable | None = None, batch_size: int = 32) -> list[PlayedEpisode]:
+                  reset: Callable | None = None, batch_size: int = 32, progress: str | None = None
+                  ) -> list[PlayedEpisode]:
     """`settings.episodes_per_row` episodes of every row, in order (row 0's first), played to the end (module
-    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). The model is left in the
-    mode it was in."""
+    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`); `progress` labels the bar of
+    episodes finished (training/evaluation/progress.py). The model is left in the mode it was in."""
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
         tokenizer = add_response_schema(tokenizer)  # as GRPOTrainer does for tool runs, so tool calls can be parsed
     install_strict_parsing(tokenizer)
@@ -153,6 +155,7 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
     was_training = model.training
     model.eval()
     played = []
+    bar = episode_bar(len(plan), progress)
     try:
         with seeded_rng(settings.seed, model.device):
             for start in range(0, len(plan), batch_size):
@@ -161,9 +164,10 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
                            reset, tokenizer, settings)
                     for i, k in plan[start : start + batch_size]
                 ]
-                _play(model, tokenizer, chunk, settings)
+                _play(model, tokenizer, chunk, settings, bar)
                 played.extend(chunk)
     finally:
+        bar.close()
         model.train(was_training)
     return played
 
@@ -180,12 +184,12 @@ def episode_turn_end(model, tokenizer, settings: EpisodeSettings) -> TurnEnd:
                     settings.end_turn_at_call)
 
 
-def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings, bar) -> None:
     with TurnCache(tokenizer.pad_token_id).active(model):  # each turn runs only its new tokens (turn_cache.py)
-        _play_turns(model, tokenizer, episodes, settings)
+        _play_turns(model, tokenizer, episodes, settings, bar)
 
 
-def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings, bar) -> None:
     rule = episode_turn_end(model, tokenizer, settings)
     gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": rule.sampler_stops}
     context, max_len = model.config.max_position_embeddings, settings.max_completion_length
@@ -219,5 +223,6 @@ def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: Episo
                 continue  # TRL drops the reply and ends the episode here; the calls have run
             ep.completion_ids += suffix
             still.append(ep)
+        bar.update(len(active) - len(still))
         active = still
         iteration += 1
