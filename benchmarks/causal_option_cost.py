@@ -69,7 +69,7 @@ def timed_episode(scm, surrogate: str, policy, seed: int, budget: int, initial: 
     env = make_causal_env(surrogate)()
     env.reset(**scm_row(scm, seed=seed, budget=budget, initial_samples=initial))
     rng, times = np.random.default_rng(seed), []
-    while env.record.used < env.record.budget:
+    while env.trace.used < env.trace.budget:
         tool, args = policy(env, rng)
         wall, cpu = time.perf_counter(), time.process_time()
         getattr(env, tool)(**args)

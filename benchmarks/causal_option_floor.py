@@ -3,7 +3,7 @@
 
 Flop model (one flop per add, multiply, divide, sqrt, exp or log; gathers and copies free). A call scores
 `datasets_per_call` data sets: the options' lookahead (every candidate answered by `acquisition.GAIN_DRAWS` draws),
-the structure reward's (`env.LOOKAHEAD_DRAWS` answers), the update and the standardised copy. Per data set of d
+the structure reward's (`lookahead.LOOKAHEAD_DRAWS` answers), the update and the standardised copy. Per data set of d
 variables with in-degree bound k (`subsets.parent_bound`), where n_j = d C(d - 1, j) node/parent-set pairs have j
 parents:
 
@@ -32,7 +32,7 @@ from math import comb
 import numpy as np
 
 from training.tasks.causal.acquisition import GAIN_DRAWS
-from training.tasks.causal.env import LOOKAHEAD_DRAWS
+from training.tasks.causal.lookahead import LOOKAHEAD_DRAWS
 from training.tasks.causal.surrogates.additive_scores import FEATURES
 
 

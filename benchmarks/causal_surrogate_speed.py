@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from training.evaluation.pairing_seeds import benchmark_scm_seed
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.scm.families import random_scm
 from training.tasks.causal.splits import scm_row
@@ -31,7 +32,7 @@ def steps_per_second(kind: str, d: int, episodes: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
     total, n = 0.0, 0
     for e in range(episodes):
-        scm = random_scm("er", d, seed * 100 + e)
+        scm = random_scm("er", d, benchmark_scm_seed(seed, e))
         env = env_cls()
         env.reset(**scm_row(scm, seed=e, budget=20, initial_samples=5))
         calls = [(scm.actionable[int(rng.integers(d - 1))], float(rng.uniform(-3, 3))) for _ in range(20)]
@@ -49,7 +50,7 @@ def batched_updates_per_second(d: int, group: int, seed: int) -> float:
     from training.tasks.causal.surrogates.exact_surrogate import ExactSurrogate, update_many
 
     rng = np.random.default_rng(seed)
-    scms = [random_scm("er", d, seed * 100 + e) for e in range(group)]
+    scms = [random_scm("er", d, benchmark_scm_seed(seed, e)) for e in range(group)]
     surs = [ExactSurrogate(s.variables, s.target) for s in scms]
     update_many(surs, [(x, np.zeros_like(x, dtype=bool)) for x in (s.sample(5, rng) for s in scms)])
     total = 0.0

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from training.evaluation.pairing_seeds import environment_seed
-from training.tasks.causal.env import DEFAULT_INITIAL_SAMPLES, make_causal_env
+from training.evaluation.pairing_seeds import environment_seed, row_seed
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.row_schema import DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.policies.policy_catalogue import POLICIES
-from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.episode_source import load_scm_file
 from training.tasks.causal.splits import scm_row
 from training.tasks.causal.surrogates.additive_scores import (
     Basis,
@@ -54,7 +55,7 @@ def episode_data(policy_name: str, row: dict, k: int):
     env = make_causal_env("additive")()
     env.reset(**{**row, "seed": environment_seed(row, k)})
     policy, rng = POLICIES[policy_name](), np.random.default_rng(k)
-    while env.record.used < env.record.budget:
+    while env.trace.used < env.trace.budget:
         tool, args = policy(env, rng)
         getattr(env, tool)(**args)
     return env.scm, env.surrogate
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--initial_samples", type=int, default=DEFAULT_INITIAL_SAMPLES)
     parser.add_argument("--episodes", type=int, default=20)
     args = parser.parse_args(argv)
-    row = scm_row(load_scm_file(CBO), seed=100_000, budget=args.budget, initial_samples=args.initial_samples)
+    row = scm_row(load_scm_file(CBO), seed=row_seed("heldout", 0), budget=args.budget, initial_samples=args.initial_samples)
     results: dict[str, list[dict[str, float]]] = {k: [] for k in ("exact", "additive", *TOLD)}
     for k in range(args.episodes):
         scm, additive = episode_data(args.policy, row, k)

@@ -54,7 +54,7 @@ from training.run_setup.models import resolve_model_path
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.reward_components import DEFAULT_WEIGHTS
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+from training.tasks.causal.episode_source import CAUSAL_RECIPE
 
 BRANCH_SEED_KEY = 0xB7A
 TRUTH_SEED_KEY = 0x7247

@@ -44,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     for row in load_rows(args.split)[: args.rows]:
         env = make_causal_env(args.surrogate)()
         env.reset(**{**row, "seed": environment_seed(row, 0)})
-        while env.record.used < env.record.budget:
+        while env.trace.used < env.trace.budget:
             belief = env.belief
             if not belief.known:
                 env.observe()
                 continue
             best = belief.number(belief.best) - 1
             if len(belief.options) > 1:
-                unit = exploration_unit(env.scm, env.record.budget)
+                unit = exploration_unit(env.scm, env.trace.budget)
                 for name, step in ROUNDINGS.items():
                     k = read_choice(belief.options, unit, step)
                     agree[name].append(k == best)

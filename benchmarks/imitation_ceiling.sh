@@ -12,7 +12,7 @@ M=$out/rule_policy
 mkdir -p "$out"
 [ -d "$M" ] || [ -d "$M-rejected" ] || python -m training.tasks.causal.starting_policy build --imitated one_step --out "$M" || true
 [ -d "$M" ] || M=$M-rejected  # the acceptance bar is the teacher's; the ceiling is measured whatever it reaches
-python -m training.tasks.causal.scm_rows --scm examples/scms/cbo_toy.yaml --out "$out/cbo_rows" --train 1 --heldout 128
+python -m training.tasks.causal.scm_rows --scm examples/scms/cbo_toy.yaml --out "$out/cbo_rows" --train_rows 1 --heldout_rows 128
 C=(--split "$out/cbo_rows/heldout.jsonl" --surrogate additive)
 for where in main cbo; do
   extra=(); [ $where = cbo ] && extra=("${C[@]}")

@@ -29,7 +29,7 @@ import torch
 
 from benchmarks.markdown_section import publish
 from training.outputs.git_state import git_state
-from training.tasks.causal.env import build_surrogate
+from training.tasks.causal.surrogates.catalogue import build_surrogate
 from training.tasks.causal.scm.families import random_scm
 from training.tasks.causal.structure_metrics import brier_score, expected_calibration_error, parent_f1
 

@@ -220,3 +220,100 @@ def test_a_task_registers_exactly_one_task_and_nothing_else_into_generic_registr
         else:  # generic code registers no task
             assert ("training.run_setup.tasks", "register") not in foreign, path
             assert not _calls_to(tree, {"tasks.register"}), path
+
+
+# ---- the family of causal commands: one dialect ------------------------------------------------------------------------
+def _functions(path: Path):
+    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_no_function_under_training_is_longer_than_80_lines_and_the_environment_is_under_250():
+    long = {f"{p.relative_to(ROOT)}:{f.name}": f.end_lineno - f.lineno + 1
+            for p in (ROOT / "training").rglob("*.py") for f in _functions(p) if f.end_lineno - f.lineno + 1 > 80}
+    assert long == {}
+    assert len((TASKS / "causal" / "env.py").read_text().splitlines()) < 250
+
+
+def test_no_class_is_made_at_run_time_with_type():
+    """An environment's settings are its constructor's keyword arguments (training/run_setup/environment_settings.py),
+    not class attributes of a subclass made with three-argument `type(...)`."""
+    made = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in (ROOT / "training").rglob("*.py")
+            for n in ast.walk(ast.parse(p.read_text()))
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "type" and len(n.args) == 3]
+    assert made == []
+
+
+SEED_RULE = ROOT / "training" / "evaluation" / "pairing_seeds.py"
+
+
+def _seed_arithmetic(tree: ast.AST) -> list[str]:
+    """Arithmetic with an operand named like a seed (`seed`, `row["seed"]`, `*_SEED_*`), and seeds drawn from a
+    generator's integers."""
+    def text(node) -> bool:  # a string, or a sum with one: concatenation, not arithmetic
+        return (isinstance(node, ast.Constant) and isinstance(node.value, str)) or isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.BinOp) and (text(node.left) or text(node.right)))
+
+    def seedlike(node) -> bool:
+        return "seed" in ast.unparse(node).lower() and not any(isinstance(n, ast.Call) for n in ast.walk(node))
+
+    found = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and not text(n)
+             and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.Mod, ast.FloorDiv, ast.Pow))
+             and (seedlike(n.left) or seedlike(n.right))]
+    found += [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and ast.unparse(n.func).endswith(".integers") and n.args and ast.unparse(n.args[0]) in ("2**63", "2 ** 63")]
+    return found
+
+
+def test_seed_arithmetic_lives_in_the_seed_rule_only():
+    assert sorted(_seed_arithmetic(ast.parse("a = 1000 * row['seed'] + k\nb = rng.integers(2**63)\nc = seed % 4"))) == [
+        "1000 * row['seed']", "1000 * row['seed'] + k", "rng.integers(2 ** 63)", "seed % 4"]
+    paths = [*(ROOT / "training").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "scripts").glob("*.py")]
+    found = {str(p.relative_to(ROOT)): arithmetic for p in paths if p != SEED_RULE
+             and (arithmetic := _seed_arithmetic(ast.parse(p.read_text())))}
+    assert found == {}
+
+
+CAUSAL_COMMANDS = ("training.evaluate", "training.compare", "training.tasks.causal.evaluate_baselines",
+                   "training.tasks.causal.scm_rows", "training.tasks.causal.train_scm")
+
+
+def _flags(command: str) -> set[str]:
+    """The flags `--help` lists for a command (old spellings are hidden: they warn or refuse, naming the new one)."""
+    import re
+    import subprocess
+    import sys
+
+    text = subprocess.run([sys.executable, "-m", command, "--help"], capture_output=True, text=True, cwd=ROOT).stdout
+    heads = [re.split(r"\s{2,}", line.strip())[0] for line in text.splitlines() if re.match(r"^\s{1,8}-", line)]
+    return {flag for head in heads for flag in re.findall(r"--[\w-]+", head)}
+
+
+def test_the_causal_commands_spell_each_flag_one_way_with_underscores():
+    flags = {command: _flags(command) for command in CAUSAL_COMMANDS}
+    assert all(flags.values())
+    # TRL's parser (HfArgumentParser) takes `--foo-bar` as an alias of the field `--foo_bar`: one flag, two spellings
+    dashed = {command: sorted(f for f in found if "-" in f[2:] and "--" + f[2:].replace("-", "_")
+                              not in found) for command, found in flags.items()}
+    assert {c: d for c, d in dashed.items() if d} == {}
+    every = set().union(*flags.values())
+    for old in ("--samples-per-prompt", "--max-rows", "--build-only", "--episodes", "--limit", "--train", "--heldout",
+                "--versus", "--heldout_episodes", "--normality-alpha"):
+        assert old not in every  # hidden: each says its new spelling
+    for idea in ("--episodes_per_row", "--max_rows", "--heldout_seed", "--train_rows", "--heldout_rows", "--surrogate",
+                 "--scm", "--split", "--budget", "--initial_samples", "--max_parents"):
+        assert idea in every
+
+
+def test_no_causal_command_builds_a_command_line_for_another():
+    """Commands hand each other values in process (an `EvalRequest`, an `EpisodeSource`, a `Recipe`): no list of flag
+    strings is built in a causal command, and none calls another's `main` with one."""
+    modules = [ROOT / "training" / "evaluate.py", ROOT / "training" / "compare.py",
+               *(TASKS / "causal").glob("*.py")]
+    built = {}
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.List, ast.Tuple)) and any(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.startswith("--")
+                    for e in node.elts):
+                built.setdefault(str(path.relative_to(ROOT)), []).append(ast.unparse(node)[:60])
+    assert built == {}

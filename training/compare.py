@@ -7,7 +7,11 @@
 
 The comparison itself (matching, the tests, `--by`, the files written): training/analysis/comparison.py. The change
 of one run since its step-0 evaluation (what the run printed at its end): training/evaluation/heldout_change.py.
-The causal task's tables over the same comparison: `python -m training.tasks.causal.results`.
+When every evaluation is one task's and the task lays out tables of its own (the causal task's policies across seeds,
+tested over SCMs, within each mechanism, and pooled: training/tasks/causal/compare_tables.py), they follow the report,
+in OUT/<task>_tables.md too. The one compare command: `--normality-alpha` is spelled `--normality_alpha` (the old
+spelling warns, until the next release), and the causal task's `python -m training.tasks.causal.results ... --versus
+B` is this command with `--baseline B`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from training.analysis.convergence import DEFAULT_BAND, DEFAULT_WINDOW
 from training.analysis.stats import NORMALITY_ALPHA
 from training.outputs import run_files
 from training.outputs.jsonsafe import dumps_strict
+from training.run_setup.command_flags import add_renamed
 from training.errors import bad_input_exits
 
 
@@ -32,8 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default="comparison", help="where the report goes (default: ./comparison)")
     parser.add_argument("--baseline", help="the model (group) every other one is compared against first")
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm)")
-    parser.add_argument("--normality-alpha", type=float, default=NORMALITY_ALPHA,
+    parser.add_argument("--normality_alpha", type=float, default=NORMALITY_ALPHA,
                         help="Shapiro-Wilk level of the ANOVA residuals below which the omnibus test is Friedman's")
+    add_renamed(parser, "--normality-alpha", "--normality_alpha", type=float)
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="convergence moving-average window")
     parser.add_argument("--band", type=float, default=DEFAULT_BAND, help="convergence band (reward units)")
     parser.add_argument("--metric", action="append", default=None, help="a per-episode metric to compare "
@@ -80,7 +86,25 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "comparison.json").write_text(dumps_strict(result, indent=2))
     write_report(result, out)
     print((out / run_files.COMPARISON).read_text())
+    tables = task_tables(runs, args.baseline)
+    if tables is not None:
+        name, text = tables
+        (out / f"{name}_tables.md").write_text(text + "\n")
+        print(text)
+        result["task_tables"] = text
     return result
+
+
+def task_tables(runs, baseline: str | None) -> tuple[str, str] | None:
+    """(task name, its tables) when every run is an evaluation of one task that lays out its own (`EvalTask.report`);
+    else None."""
+    from training.evaluation.eval_tasks import evaluation_tasks
+
+    names = {run.task for run in runs}
+    task = evaluation_tasks().get(names.pop()) if len(names) == 1 else None
+    if task is None or task.report is None:
+        return None
+    return task.name, task.report(runs, baseline)
 
 
 def cli() -> None:

@@ -6,15 +6,18 @@ task's scripted baselines.
     python -m training.evaluate --recipe recipes/tiny_cpu.yaml --out DIR  # the recipe's base (warm start) model
     python -m training.evaluate --recipe R --model PATH [--adapter DIR] --out DIR   # PATH: a model, or a LoRA run
     python -m training.evaluate --recipe recipes/causal_cpu.yaml --baseline greedy_eig --out DIR
-    python -m training.evaluate RUN_DIR --scm my_scm.yaml --surrogate additive --out DIR  # a task's own options
+    python -m training.evaluate RUN_DIR --scm my_scm.yaml --surrogate additive --out DIR  # a task's own flags
 
 Writes `DIR/eval.jsonl` (one episode per line: episode id = (row, sample), its seed, score, reward components,
 success) and `DIR/eval_summary.json` (n, mean, std, t-based 95% CI, success rate, unscorable count, and what was
 evaluated how). Episodes are paired: under the same `--heldout_seed` (default: the run's `heldout_seed`, 0 unless
 set; a run recorded before that default, its `seed`) every model sees the same prompts and the same random numbers,
 so `python -m training.compare` can match them. The task comes from the recipe (training/evaluation/eval_tasks.py)
-or `--task`; it plays the episodes exactly as the held-out evaluation during training does, and may declare options
-of its own (listed under its name in `--help`).
+or `--task`; it plays the episodes exactly as the held-out evaluation during training does, and may declare flags of
+its own (listed under its name in `--help`). Which episodes (`--heldout_seed`, `--episodes_per_row`, `--max_rows`;
+training/evaluation/episode_choice.py) are the same flags in every evaluation command; `--samples-per-prompt`,
+`--max-rows` and `--build-only` were renamed `--episodes_per_row`, `--max_rows` and `--build_only` (the old spellings
+warn, until the next release).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ import argparse
 import json
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from training.errors import bad_input_exits
+from training.evaluation.episode_choice import EpisodeChoice
 from training.evaluation.episodes import summarize, write_episodes
 from training.evaluation.eval_inputs import inputs_from_spec, spec_environment
 from training.evaluation.spec import (
@@ -37,14 +41,36 @@ from training.evaluation.spec import (
 )
 from training.evaluation.eval_tasks import evaluation_tasks, resolve_task
 from training.outputs import run_files
+from training.run_setup.command_flags import add_fields, add_renamed, from_flags
 
 logger = logging.getLogger("training.evaluate")
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, list[str]]]:
-    """The parsed arguments, and the options each task declared (task name -> option names)."""
+@dataclass(frozen=True)
+class EvalRequest:
+    """What one evaluation is asked for: the command line's flags as one value, which a command that evaluates in
+    process (the causal task's `evaluate_baselines`) builds itself."""
+
+    out: str | None
+    run_dir: str | None = None
+    recipe: str | None = None
+    sets: tuple[str, ...] = ()
+    model: str | None = None
+    adapter: str | None = None
+    baseline: str | None = None
+    task: str | None = None
+    greedy: bool = False
+    overwrite: bool = False
+    build_only: bool = False
+    choice: EpisodeChoice = field(default_factory=EpisodeChoice)  # which episodes: seed, episodes per row, rows
+    task_flags: dict = field(default_factory=dict)  # task name -> the value of its own flags (`EvalTask.read_flags`)
+
+
+def parse_args(argv: list[str] | None = None) -> EvalRequest:
+    """The request of a command line; each task's own flags read into its value."""
     known = evaluation_tasks()
-    parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("run_dir", nargs="?", help="a finished run (its run_summary.json names recipe settings, "
                         "base model and adapter)")
     parser.add_argument("--recipe", help="a recipe YAML: its data, rewards, environment and held-out settings")
@@ -59,26 +85,30 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     parser.add_argument("--baseline", help="a non-model baseline policy of the task instead of a model")
     parser.add_argument("--task", help=f"evaluation task (default: from the recipe); one of {sorted(known)}")
     parser.add_argument("--out", help="output directory for eval.jsonl and eval_summary.json")
-    parser.add_argument("--heldout_seed", type=int, help="episode seed base (default: the run's heldout_seed)")
-    parser.add_argument("--samples-per-prompt", type=int, help="sampled episodes per held-out row (with --greedy: "
-                        "greedy episodes per row, default 1)")
-    parser.add_argument("--max-rows", type=int, help="held-out rows to use (the first N)")
+    add_fields(parser, EpisodeChoice)
     parser.add_argument("--greedy", action="store_true", help="greedy episodes instead of sampled ones")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing eval.jsonl in --out")
-    parser.add_argument("--build-only", action="store_true", help="build the recipe's base model (tiny model, warm "
+    parser.add_argument("--build_only", action="store_true", help="build the recipe's base model (tiny model, warm "
                         "start) into the cache and stop: what a workflow does once before runs start in parallel")
-    task_options = {}
+    add_renamed(parser, "--samples-per-prompt", "--episodes_per_row", type=int)
+    add_renamed(parser, "--max-rows", "--max_rows", type=int)
+    add_renamed(parser, "--build-only", "--build_only", takes_value=False)
+    readers = {}
     for task in sorted(known.values(), key=lambda t: t.name):
-        if task.options is not None:
-            group = parser.add_argument_group(f"options of the {task.name} task")
-            task.options(group)
-            task_options[task.name] = [action.dest for action in group._group_actions]
+        if task.flags is not None:
+            task.flags(parser.add_argument_group(f"flags of the {task.name} task"))
+            readers[task.name] = task.read_flags
     args = parser.parse_args(argv)
     if args.run_dir is None and args.recipe is None:
         parser.error("give a RUN_DIR or --recipe")
     if args.out is None and not args.build_only:
         parser.error("--out is required")
-    return args, task_options
+    return EvalRequest(
+        out=args.out, run_dir=args.run_dir, recipe=args.recipe, sets=tuple(args.set), model=args.model,
+        adapter=args.adapter, baseline=args.baseline, task=args.task, greedy=args.greedy, overwrite=args.overwrite,
+        build_only=args.build_only, choice=from_flags(args, EpisodeChoice),
+        task_flags={name: read(args) for name, read in readers.items()},
+    )
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:
@@ -102,61 +132,68 @@ def model_and_adapter(model: str, adapter: str | None) -> tuple[str, str | None]
     return resolve_model_path(model), adapter
 
 
-def build_spec(args: argparse.Namespace):
-    sets = parse_sets(args.set)
+def build_spec(request: EvalRequest):
+    sets = parse_sets(request.sets)
     argv = [arg for key, value in sets.items() for arg in (f"--{key}", value)]  # as train.py's --KEY VALUE
-    build_model = args.baseline is None and args.model is None  # a baseline or a named model needs no warm start
-    if args.recipe is not None and args.run_dir is None:
-        spec = spec_from_recipe(args.recipe, argv, build_model=build_model or args.build_only)
-    elif args.recipe is None:  # the run's own model; --set changes how it is evaluated
-        spec = spec_from_run(args.run_dir, sets)
+    build_model = request.baseline is None and request.model is None  # a baseline or a named model needs no warm start
+    if request.recipe is not None and request.run_dir is None:
+        spec = spec_from_recipe(request.recipe, argv, build_model=build_model or request.build_only)
+    elif request.recipe is None:  # the run's own model; --set changes how it is evaluated
+        spec = spec_from_run(request.run_dir, sets)
     else:
-        spec = replace(spec_from_recipe(args.recipe, argv), adapter=str(args.run_dir), source=str(args.run_dir))
-    if args.model is not None:
-        model_path, adapter = model_and_adapter(args.model, args.adapter)
-        spec = replace(spec, base_model=args.model, model_path=model_path, adapter=adapter)
-    if args.adapter is not None:
-        spec = replace(spec, adapter=None if args.adapter == "none" else args.adapter)
-    samples = args.samples_per_prompt if args.samples_per_prompt is not None or not args.greedy else 1
-    overrides = {"heldout_seed": args.heldout_seed, "samples_per_prompt": samples, "max_rows": args.max_rows}
-    spec = replace(spec, **{k: v for k, v in overrides.items() if v is not None}, greedy=args.greedy)
+        spec = replace(spec_from_recipe(request.recipe, argv), adapter=str(request.run_dir), source=str(request.run_dir))
+    if request.model is not None:
+        model_path, adapter = model_and_adapter(request.model, request.adapter)
+        spec = replace(spec, base_model=request.model, model_path=model_path, adapter=adapter)
+    if request.adapter is not None:
+        spec = replace(spec, adapter=None if request.adapter == "none" else request.adapter)
+    choice = request.choice
+    samples = choice.episodes_per_row if choice.episodes_per_row is not None or not request.greedy else 1
+    overrides = {"heldout_seed": choice.heldout_seed, "samples_per_prompt": samples, "max_rows": choice.max_rows}
+    spec = replace(spec, **{k: v for k, v in overrides.items() if v is not None}, greedy=request.greedy)
     if spec.samples_per_prompt < 1 or spec.max_rows < 1:
         raise EvalSpecError(f"samples_per_prompt={spec.samples_per_prompt} and max_rows={spec.max_rows} must be >= 1")
     return spec
 
 
-def task_inputs(args: argparse.Namespace, task_options: dict[str, list[str]], spec):
+def task_inputs(request: EvalRequest, spec):
     """The task (told by the spec's environment) and the inputs it plays, built once: the spec's own, or as the
-    task's options (when given) ask."""
-    task = resolve_task(spec_environment(spec), str(spec.source), args.task)
-    for name, dests in task_options.items():
-        given = [d for d in dests if getattr(args, d) is not None]
+    task's own flags (when given) ask."""
+    task = resolve_task(spec_environment(spec), str(spec.source), request.task)
+    for name, value in request.task_flags.items():
+        given = [f.name for f in fields(value) if getattr(value, f.name) is not None]
         if given and name != task.name:
             flags = ", ".join(f"--{d}" for d in given)
-            raise EvalSpecError(f"{flags}: options of the {name} task; this evaluation's task is {task.name!r}")
-    chosen = task.with_options(args, spec) if task.with_options is not None else None
+            raise EvalSpecError(f"{flags}: flags of the {name} task; this evaluation's task is {task.name!r}")
+    own = request.task_flags.get(task.name)
+    chosen = task.with_flags(own, request.choice, spec) if task.with_flags is not None and own is not None else None
     return task, chosen or inputs_from_spec(spec)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args, task_options = parse_args(argv)
+    return evaluate(parse_args(argv))
+
+
+def evaluate(request: EvalRequest) -> dict:
+    """Evaluate as `request` asks: write `out/eval.jsonl` and `out/eval_summary.json`; returns the summary."""
     started = time.time()
-    if args.build_only:
-        spec = build_spec(args)
+    if request.build_only:
+        spec = build_spec(request)
         logger.info("Base model ready: %s", spec.model_path)
         return {"model_path": spec.model_path}
-    out = Path(args.out)
-    if (out / run_files.EVAL).exists() and not args.overwrite:
+    out = Path(request.out)
+    if (out / run_files.EVAL).exists() and not request.overwrite:
         raise EvalSpecError(f"--out: {out} already holds an eval.jsonl; pass --overwrite or another --out")
-    if args.task is not None and args.task not in (known := evaluation_tasks()):  # before any model is built
-        raise EvalSpecError(f"--task {args.task!r} is not a known task; known: {sorted(known)}")
-    spec = build_spec(args)
-    task, inputs = task_inputs(args, task_options, spec)
-    if args.baseline is not None:
-        if args.baseline not in task.baselines:
-            raise EvalSpecError(f"task {task.name!r} has no baseline {args.baseline!r}; "
+    if request.task is not None and request.task not in (known := evaluation_tasks()):  # before any model is built
+        raise EvalSpecError(f"--task {request.task!r} is not a known task; known: {sorted(known)}")
+    spec = build_spec(request)
+    task, inputs = task_inputs(request, spec)
+    inputs = replace(inputs, progress=f"{request.baseline or 'model'} episodes")
+    if request.baseline is not None:
+        if request.baseline not in task.baselines:
+            raise EvalSpecError(f"task {task.name!r} has no baseline {request.baseline!r}; "
                                 f"baselines: {sorted(task.baselines) or 'none'}")
-        policy, evaluated = task.baselines[args.baseline](inputs), {"baseline": args.baseline}
+        policy, evaluated = task.baselines[request.baseline](inputs), {"baseline": request.baseline}
     else:
         policy, evaluated = load_policy(spec), {"model_path": spec.model_path, "adapter": spec.adapter}
     logger.info("Evaluating %s on task %s (%s)", evaluated, task.name, inputs.split)

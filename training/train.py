@@ -112,11 +112,7 @@ def load_finished_checkpoint(trainer: StrictGRPOTrainer, checkpoint: Path) -> No
 class RunInputs:
     """Everything `prepare` checked before any work, for `train_and_report`."""
 
-    argv: list[str]  # the command line as typed, for the model card
-    config: str | None  # the recipe file
-    script_args: StrictScriptArguments
-    training_args: StrictGRPOConfig
-    model_args: ModelConfig
+    recipe: Recipe  # the three argument dataclasses, the recipe file and the command line as typed
     flags: object
     push: object
     resume: str | bool | None
@@ -125,6 +121,18 @@ class RunInputs:
     env_factory: object
     reward_funcs: list
     model_path: str
+
+    @property
+    def script_args(self) -> StrictScriptArguments:
+        return self.recipe.script_args
+
+    @property
+    def training_args(self) -> StrictGRPOConfig:
+        return self.recipe.training_args
+
+    @property
+    def model_args(self) -> ModelConfig:
+        return self.recipe.model_args
 
 
 def prepare(recipe: Recipe) -> RunInputs:
@@ -169,10 +177,7 @@ def prepare(recipe: Recipe) -> RunInputs:
         {script_args.train_file: train_dataset.to_list(), str(script_args.heldout_file): heldout_rows},
     )  # fmt: skip
     check_lora_targets(model_args, model_path)
-    return RunInputs(
-        recipe.argv, recipe.config, script_args, training_args, model_args, flags, push, resume, train_dataset,
-        heldout_rows, env_factory, reward_funcs, model_path,
-    )  # fmt: skip
+    return RunInputs(recipe, flags, push, resume, train_dataset, heldout_rows, env_factory, reward_funcs, model_path)
 
 
 def begin_attempt(run: RunInputs, started: float) -> tuple[Path | None, RunRecord]:
@@ -232,15 +237,38 @@ def train(recipe: Recipe) -> dict:
 
 
 def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord) -> dict:
-    """Warm start, train (or, for a checkpoint that already reached max_steps, only load it), evaluate, save the
-    adapter, write run_summary.json, the reward curve and the model card, and push when asked."""
-    script_args, training_args, model_args = run.script_args, run.training_args, run.model_args
-    train_dataset, heldout_rows, env_factory = run.train_dataset, run.heldout_rows, run.env_factory
-    model_path, flags, push = run.model_path, run.flags, run.push
-    with training_args.main_process_first(desc="building the warm start"):
-        model_path = warm_started(script_args, training_args, model_path, train_dataset.to_list(), env_factory,
-                                  show_progress=not training_args.disable_tqdm)
+    """The run's phases, in order: the warm start, the trainer, the held-out evaluation at step 0, GRPO (or, for a
+    checkpoint that already reached max_steps, only loading it), the final held-out evaluation, the adapter, the run
+    summary; then, on the main process, its files, the model card, the tracking's end and the push."""
+    model_path = warm_start(run, record)
+    trainer = build_trainer(run, model_path)
+    tracking = attach_run(trainer, run, record)
+    before = evaluate_before(trainer, run, record)
+    train_or_load(trainer, checkpoint, run.training_args)
+    after = evaluate_after(trainer, run, record)
+    save_adapter(trainer, run.training_args)
+    changes = trainer.heldout.change_since_start() if run.heldout_rows and trainer.accelerator.is_main_process else []
+    summary = end_attempt(trainer, run, record, model_path, before, after, changes)
+    if trainer.accelerator.is_main_process:
+        write_outputs(trainer, run, summary, changes, tracking)
+    return summary
+
+
+def warm_start(run: RunInputs, record: RunRecord) -> str:
+    """The model GRPO starts from: the recipe's warm start of `run.model_path` (cached; the local main process
+    builds it first)."""
+    args = run.training_args
+    with args.main_process_first(desc="building the warm start"):
+        model_path = warm_started(run.script_args, args, run.model_path, run.train_dataset.to_list(), run.env_factory,
+                                  show_progress=not args.disable_tqdm)
     record.heartbeat()
+    return model_path
+
+
+def build_trainer(run: RunInputs, model_path: str):
+    """The trainer (`trainer: trl` gives plain TRL's, training/step/plain_trl.py), its model loaded as the recipe asks
+    (dtype, quantization)."""
+    script_args, training_args, model_args = run.script_args, run.training_args, run.model_args
     training_args.model_init_kwargs = {
         **(training_args.model_init_kwargs or {}),
         **({"dtype": model_args.dtype} if model_args.dtype else {}),
@@ -248,68 +276,97 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
     quantization_config = get_quantization_config(model_args)
     if quantization_config is not None:
         training_args.model_init_kwargs["quantization_config"] = quantization_config
-
-    trainer_class = PlainTRLGRPOTrainer if script_args.trainer == "trl" else StrictGRPOTrainer  # training/step/plain_trl.py
+    trainer_class = PlainTRLGRPOTrainer if script_args.trainer == "trl" else StrictGRPOTrainer
     trainer = trainer_class(
         model=model_path,
         reward_funcs=run.reward_funcs,
         args=training_args,
-        train_dataset=train_dataset,
+        train_dataset=run.train_dataset,
         peft_config=get_peft_config(model_args),
-        flags=flags,
-        heldout_rows=heldout_rows,
-        environment_factory=env_factory,
+        flags=run.flags,
+        heldout_rows=run.heldout_rows,
+        environment_factory=run.env_factory,
     )
     trainer.heldout.split = script_args.heldout_file  # stamped into the records that keep it (the causal task's)
     if trainer.accelerator.is_main_process:
-        logger.info("Strict flags: %s", flags.as_env())
-    tracking = attach_tracking(trainer, {  # report_to trackers: the resolved configuration beyond training_args
-        "script_args": vars(script_args), "model_args": vars(model_args), "strict_flags": flags.as_env(),
-        "recipe": run.config,
+        logger.info("Strict flags: %s", run.flags.as_env())
+    return trainer
+
+
+def attach_run(trainer, run: RunInputs, record: RunRecord):
+    """The run's trackers (the resolved configuration beyond training_args), the held-out evaluations of earlier
+    attempts (up to the checkpoint) and the callbacks that keep the run record and apply a resume's recipe changes.
+    Returns the tracking handle."""
+    tracking = attach_tracking(trainer, {
+        "script_args": vars(run.script_args), "model_args": vars(run.model_args), "strict_flags": run.flags.as_env(),
+        "recipe": run.recipe.config,
     })
-    trainer.heldout_history.extend(record.heldout_history)  # the evaluations of earlier attempts, up to the checkpoint
+    trainer.heldout_history.extend(record.heldout_history)
     trainer.add_callback(RunRecordCallback(record, trainer.heldout_history))
     trainer.add_callback(ApplyRecipeOnResume(record.current["recipe_changes"]))  # what the checkpoint's state restores
+    return tracking
 
+
+def evaluate_before(trainer, run: RunInputs, record: RunRecord) -> dict | None:
+    """The held-out evaluation at step 0, once per run (an attempt that resumes keeps the first one's)."""
     before = record.data["heldout_before"]
-    if heldout_rows and before is None:
+    if run.heldout_rows and before is None:
         before = {"step": 0, **trainer.evaluate_heldout()}
         trainer.heldout_history.insert(0, dict(before))
         record.set_heldout("before", 0, before, trainer.heldout_history)
-    if finished_at(checkpoint, training_args):
+    return before
+
+
+def train_or_load(trainer, checkpoint: Path | None, args: StrictGRPOConfig) -> None:
+    """GRPO from `checkpoint` (None: from scratch), saving a checkpoint on a stop; a checkpoint that already reached
+    max_steps is only loaded."""
+    if finished_at(checkpoint, args):
         logger.info(
             "%s already reached max_steps=%d: nothing to train; the final adapter, evaluation and summary are "
-            "written from it", checkpoint, training_args.max_steps,
+            "written from it", checkpoint, args.max_steps,
         )  # fmt: skip
         load_finished_checkpoint(trainer, checkpoint)
     else:
         train_saving_on_stop(trainer, str(checkpoint) if checkpoint is not None else None)
-    out = Path(training_args.output_dir)
-    after = record.data["heldout_after"]
-    if heldout_rows and (after is None or after["step"] != trainer.state.global_step):
-        after = {"step": trainer.state.global_step, **trainer.evaluate_heldout()}
-        fault_point("final_evaluation")
-        with disk_full_named(out, run_files.EVAL):
-            trainer.heldout.write_final(out)  # eval.jsonl: per-episode scores for training.compare
-        trainer.heldout_history.append(dict(after))
-        record.set_heldout("after", trainer.state.global_step, after, trainer.heldout_history)
-        fault_point("final_evaluation_recorded")
-    with disk_full_named(out, "adapter_model.safetensors"):
-        trainer.save_model(training_args.output_dir)
-        fault_point("final_save", torn=out / "adapter_model.safetensors")
-    # paired per held-out row, 95% CIs; read from the evaluations' files, which the main process alone writes
-    changes = trainer.heldout.change_since_start() if heldout_rows and trainer.accelerator.is_main_process else []
-    stopped_reason = trainer.wall_time_guard.stopped_reason or "completed"
-    record.end(stopped_reason, trainer.state.global_step, trainer.heldout_history)  # wall time up to here
-    before, after = before or {}, after or {}
 
-    summary = {
-        "model_name_or_path": model_args.model_name_or_path,
+
+def evaluate_after(trainer, run: RunInputs, record: RunRecord) -> dict | None:
+    """The held-out evaluation at the last step (unless an earlier attempt recorded it), its episodes written to
+    output_dir/eval.jsonl for training.compare."""
+    after = record.data["heldout_after"]
+    step = trainer.state.global_step
+    if run.heldout_rows and (after is None or after["step"] != step):
+        after = {"step": step, **trainer.evaluate_heldout()}
+        fault_point("final_evaluation")
+        out = Path(run.training_args.output_dir)
+        with disk_full_named(out, run_files.EVAL):
+            trainer.heldout.write_final(out)
+        trainer.heldout_history.append(dict(after))
+        record.set_heldout("after", step, after, trainer.heldout_history)
+        fault_point("final_evaluation_recorded")
+    return after
+
+
+def save_adapter(trainer, args: StrictGRPOConfig) -> None:
+    out = Path(args.output_dir)
+    with disk_full_named(out, "adapter_model.safetensors"):
+        trainer.save_model(args.output_dir)
+        fault_point("final_save", torn=out / "adapter_model.safetensors")
+
+
+def end_attempt(trainer, run: RunInputs, record: RunRecord, model_path: str, before: dict | None, after: dict | None,
+                changes: list) -> dict:
+    """The attempt's end in the run record (its wall time up to here), and the run summary."""
+    stopped_reason = trainer.wall_time_guard.stopped_reason or "completed"
+    record.end(stopped_reason, trainer.state.global_step, trainer.heldout_history)
+    before, after = before or {}, after or {}
+    return {
+        "model_name_or_path": run.model_args.model_name_or_path,
         "resolved_model_path": model_path,
-        "script_args": vars(script_args),
-        "training_args": training_args.to_dict(),
-        "model_args": vars(model_args),
-        "strict_flags": flags.as_env(),
+        "script_args": vars(run.script_args),
+        "training_args": run.training_args.to_dict(),
+        "model_args": vars(run.model_args),
+        "strict_flags": run.flags.as_env(),
         "library_versions": library_versions(),
         "wall_time_s": record.total_wall_time_s,
         "wall_time_this_attempt_s": record.current["wall_time_s"],
@@ -322,47 +379,40 @@ def train_and_report(run: RunInputs, checkpoint: Path | None, record: RunRecord)
         "heldout_greedy_reward_after": after.get("heldout/greedy_reward"),
         "heldout_history": trainer.heldout_history,
         "heldout_change": [c.as_json() for c in changes],
-        "hub_push": None if push is None else {"repo_id": push.repo_id, "dry_run_dir": push.dry_run_dir},
+        "hub_push": None if run.push is None else {"repo_id": run.push.repo_id, "dry_run_dir": run.push.dry_run_dir},
     }
-    if trainer.accelerator.is_main_process:
-        # numerics: the precision in force, the sampler gap and the peak GPU memory over the whole run
-        step_rows = [row for row in read_metrics(out) if "loss" in row]
-        gap_plan = trainer.record.gap.as_json() if isinstance(trainer, StrictGRPOTrainer) else None
-        summary.update(precision=precision_in_force(trainer, training_args, model_args),
-                       sampler_gap=sampler_gap(step_rows, gap_plan), gpu_memory=gpu_memory(step_rows))
-        with disk_full_named(out, run_files.RUN_SUMMARY):
-            write_run_summary(training_args.output_dir, summary)
-        with disk_full_named(out, run_files.REWARD_CURVE):
-            plot_reward_curve(training_args.output_dir, trainer.heldout_history, changes)
-        info = RunInfo(
-            base_model=model_args.model_name_or_path,
-            resolved_model_path=model_path,
-            recipe_path=run.config,
-            argv=run.argv,
-            strict_flags=flags.as_env(),
-            summary=summary,
-        )
-        with disk_full_named(out, "README.md"):
-            write_local_model_card(info, training_args.output_dir)
-        finish_tracking(tracking, training_args.output_dir, {  # final held-out metrics and the adapter artifact
-            k: summary[k] for k in ("heldout_reward_before", "heldout_reward_after") if summary[k] is not None
-        })
-        logger.info(
-            "Done in %.0fs (%d attempt(s), %.0fs in this one) at step %d (%s). Held-out reward: before %s, after %s",
-            summary["wall_time_s"],
-            len(summary["attempts"]),
-            summary["wall_time_this_attempt_s"],
-            summary["global_step"],
-            summary["stopped_reason"],
-            summary["heldout_reward_before"],
-            summary["heldout_reward_after"],
-        )
-        if changes:
-            logger.info("Held-out change from step 0, paired per held-out row:\n  %s",
-                        "\n  ".join(c.sentence() for c in changes))
-        if push is not None:
-            dump_push_result(training_args.output_dir, publish(push, info, training_args.output_dir, model_args.dtype))
-    return summary
+
+
+def write_outputs(trainer, run: RunInputs, summary: dict, changes: list, tracking) -> None:
+    """Main process: the run's numerics over the whole run (precision, sampler gap, peak GPU memory) into the summary,
+    run_summary.json, the reward curve, the model card, the tracking's end, the closing log lines and the push."""
+    args, out = run.training_args, Path(run.training_args.output_dir)
+    step_rows = [row for row in read_metrics(out) if "loss" in row]
+    gap_plan = trainer.record.gap.as_json() if isinstance(trainer, StrictGRPOTrainer) else None
+    summary.update(precision=precision_in_force(trainer, args, run.model_args),
+                   sampler_gap=sampler_gap(step_rows, gap_plan), gpu_memory=gpu_memory(step_rows))
+    with disk_full_named(out, run_files.RUN_SUMMARY):
+        write_run_summary(args.output_dir, summary)
+    with disk_full_named(out, run_files.REWARD_CURVE):
+        plot_reward_curve(args.output_dir, trainer.heldout_history, changes)
+    info = RunInfo(base_model=run.model_args.model_name_or_path, resolved_model_path=summary["resolved_model_path"],
+                   recipe_path=run.recipe.config, argv=run.recipe.argv, strict_flags=run.flags.as_env(),
+                   summary=summary)
+    with disk_full_named(out, "README.md"):
+        write_local_model_card(info, args.output_dir)
+    finish_tracking(tracking, args.output_dir, {  # final held-out metrics and the adapter artifact
+        k: summary[k] for k in ("heldout_reward_before", "heldout_reward_after") if summary[k] is not None
+    })
+    logger.info(
+        "Done in %.0fs (%d attempt(s), %.0fs in this one) at step %d (%s). Held-out reward: before %s, after %s",
+        summary["wall_time_s"], len(summary["attempts"]), summary["wall_time_this_attempt_s"], summary["global_step"],
+        summary["stopped_reason"], summary["heldout_reward_before"], summary["heldout_reward_after"],
+    )  # fmt: skip
+    if changes:
+        logger.info("Held-out change from step 0, paired per held-out row:\n  %s",
+                    "\n  ".join(c.sentence() for c in changes))
+    if run.push is not None:
+        dump_push_result(args.output_dir, publish(run.push, info, args.output_dir, run.model_args.dtype))
 
 
 def cli() -> None:

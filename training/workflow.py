@@ -309,7 +309,7 @@ class Runner:
                 continue
             seen.add(key)
             cmd = [sys.executable, "-m", "training.evaluate", "--recipe", str(cell.run_dir / "recipe.yaml"),
-                   "--build-only"]
+                   "--build_only"]
             self.say(f"prepare: base model of {cell.name}: {' '.join(cmd)}")
             log = cell.run_dir / "prepare.log"
             with open(log, "w") as f:

@@ -46,7 +46,7 @@ def test_an_episode_replayed_to_a_turn_is_the_episode_and_plays_on_as_it_did(pol
     assert replayed.env.state_key == keys[3][1]  # the state the episode's fourth call was made in
     assert replayed.completion_ids == episode.completion_ids[: len(replayed.completion_ids)]
     assert played_on.completion_ids == episode.completion_ids
-    assert played_on.env.record.interventions == episode.env.record.interventions
+    assert played_on.env.trace.interventions == episode.env.trace.interventions
 
 
 def test_a_forced_option_is_the_call_the_environment_makes(policy, row):
@@ -60,5 +60,5 @@ def test_a_forced_option_is_the_call_the_environment_makes(policy, row):
             "input_ids"])[0])
         (ep,) = continue_branches(model, tokenizer, [Branch(0, row, 0, (forced,), None)], CausalEnv, SETTINGS,
                                   play=False)
-        assert ep.env.record.interventions == [option.call]
+        assert ep.env.trace.interventions == [option.call]
         assert ep.turn_ids(0) == list(forced)

@@ -37,8 +37,8 @@ def test_a_run_reevaluated_reproduces_its_training_episodes(launched_cpu_run, tm
 
 
 def test_the_tool_agent_is_scored_by_goal_success(tmp_path):
-    summary = main(["--recipe", "recipes/tool_agent_cpu.yaml", "--set", "warm_start_steps=0", "--max-rows", "3",
-                    "--samples-per-prompt", "2", "--set", "max_completion_length=24", "--out", str(tmp_path / "e")])
+    summary = main(["--recipe", "recipes/tool_agent_cpu.yaml", "--set", "warm_start_steps=0", "--max_rows", "3",
+                    "--episodes_per_row", "2", "--set", "max_completion_length=24", "--out", str(tmp_path / "e")])
     assert summary["task"] == "environment" and summary["n_total"] == 6
     episodes = read_episodes(tmp_path / "e")
     assert all(e.success is (e.score >= 1.0) for e in episodes)

@@ -85,14 +85,3 @@ def test_a_finished_runs_comparison_is_rebuilt_from_its_files_the_greedy_reward_
         run_changes(run, step=3)
     with pytest.raises(BadInputError, match="no held-out evaluation at step 0"):
         run_changes(tmp_path / "empty")
-
-
-def test_the_old_command_names_the_new_one(tmp_path):
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-m", "training.evaluation.heldout_change", str(tmp_path)],
-                          capture_output=True, text=True)
-    assert done.returncode == 2 and done.stderr.strip() == (
-        "error: python -m training.evaluation.heldout_change is now python -m training.compare RUN_DIR --since_start "
-        "[--step N]")

@@ -1,6 +1,7 @@
-"""A recipe's `environment_settings`: the environment class configured by its class attributes. A declared setting
-takes the value, an undeclared one is named with the class's settings, a value the class refuses is named, and the
-recipe key reaches TRL's factory (the causal task's surrogate and freezing, which replaced its class aliases)."""
+"""A recipe's `environment_settings`: keyword arguments of the environment class's constructor. A setting the class
+takes gets the value, one it does not take is named with the class's settings, a value the class refuses is named,
+and the recipe key reaches TRL's factory (the causal task's surrogate and freezing, which replaced its class
+aliases)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,21 @@ import pytest
 
 from training.run_setup.config import ConfigError, StrictScriptArguments
 from training.run_setup.environment_settings import (
+    ConfiguredEnvironment,
     EnvironmentSettingsError,
     configured_environment,
+    environment_setting,
+    environment_type,
+    recipe_fields,
     settings_of,
 )
 
 
 class Counter:
-    start = 0
-    step = 1
-    label: str = "counter"
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if not isinstance(cls.step, int) or cls.step < 1:
-            raise ValueError(f"step: must be an int >= 1, got {cls.step!r}")
+    def __init__(self, start: int = 0, step: int = 1, label: str = "counter"):
+        if not isinstance(step, int) or step < 1:
+            raise ValueError(f"step: must be an int >= 1, got {step!r}")
+        self.start, self.step, self.label = start, step, label
 
     @property
     def doubled(self):
@@ -32,11 +33,15 @@ class Counter:
         return self.start + n * self.step
 
 
-def test_declared_settings_become_class_attributes_of_a_subclass_the_factory_builds_with_no_arguments():
+def test_settings_are_constructor_keywords_and_the_factory_builds_with_no_arguments():
     assert settings_of(Counter) == ["label", "start", "step"]  # no methods, no properties
     made = configured_environment(Counter, {"start": 10, "step": 3})
-    assert issubclass(made, Counter) and made is not Counter and made().count(2) == 16
+    assert isinstance(made, ConfiguredEnvironment) and type(made()) is Counter and made().count(2) == 16
     assert Counter().count(2) == 2  # the class itself is unchanged
+    assert environment_type(made) is Counter and environment_type(Counter) is Counter
+    assert (environment_setting(made, "step"), environment_setting(made, "label")) == (3, "counter")
+    assert recipe_fields(made) == (f"{__name__}.Counter", {"start": 10, "step": 3})
+    assert recipe_fields(Counter) == (f"{__name__}.Counter", None)
 
 
 def test_an_undeclared_setting_and_a_refused_value_are_named():
@@ -65,7 +70,7 @@ def test_a_causal_recipe_names_its_surrogate_and_freezes_it_by_settings():
     script, _, _ = parse_args(["--config", "recipes/causal_cpu.yaml", "--environment_settings",
                                "{surrogate_kind: additive, active: false}"])
     factory, _, _ = setup_environment(script, [], [])
-    assert (factory.surrogate_kind, factory.active) == ("additive", False)
+    assert (factory().surrogate_kind, factory().active) == ("additive", False)
     with pytest.raises(EnvironmentSettingsError, match="surrogate_kind: must be one of .*got 'oracle'"):
         script.environment_settings = {"surrogate_kind": "oracle"}
         setup_environment(script, [], [])

@@ -6,13 +6,14 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from training.run_setup import tasks
+from training.registries import Registry
 from training.run_setup.tasks import Task, UnknownTaskName
 
 
 @pytest.fixture
 def fresh_registry(monkeypatch):
     """An empty registry, loaded from the entry points `monkeypatch` gives `entry_points`."""
-    monkeypatch.setattr(tasks, "_TASKS", {})
+    monkeypatch.setattr(tasks, "_TASKS", Registry("task", unknown=UnknownTaskName))
     monkeypatch.setattr(tasks, "_loaded", False)
 
     def given(*pairs):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from training.algorithms.value import gae as gae_returns
+from training.registries import Registry
 from training.algorithms.value import group_normalised, masked_whiten, sequence_reward_to_tokens
 
 
@@ -49,21 +50,19 @@ class Estimator:
     needs_values: bool
 
 
-ESTIMATORS: dict[str, Estimator] = {}
+ESTIMATORS: Registry = Registry("advantage_estimator", unknown=ValueError)  # name -> Estimator (training/registries.py)
 
 
 def register(name: str, needs_values: bool) -> Callable[[Fn], Fn]:
     def add(fn: Fn) -> Fn:
-        ESTIMATORS[name] = Estimator(name, fn, needs_values)
+        ESTIMATORS.register(name, Estimator(name, fn, needs_values))
         return fn
 
     return add
 
 
 def get_estimator(name: str) -> Estimator:
-    if name not in ESTIMATORS:
-        raise ValueError(f"advantage_estimator={name!r} is not one of {sorted(ESTIMATORS)}")
-    return ESTIMATORS[name]
+    return ESTIMATORS.named(name)
 
 
 def check_whole_groups(group_ids: torch.Tensor, group_size: int) -> None:

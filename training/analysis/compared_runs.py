@@ -41,6 +41,11 @@ class ComparedRun:
     heldout_history: list[tuple[int, float]] = field(default_factory=list)
     train_curve: list[tuple[int, float]] = field(default_factory=list)
     metric_directions: dict[str, str] = field(default_factory=dict)  # from eval_summary.json (which way is better)
+    task: str | None = None  # the evaluation task that wrote the episodes (eval_summary.json's `task`)
+
+
+NOT_A_DIRECTORY = ("not a directory; pass evaluation directories (with eval.jsonl and eval_summary.json, from "
+                   "`python -m training.evaluate ... --out DIR`), not JSONL record files")
 
 
 def _read_json(path: Path) -> dict:
@@ -80,11 +85,14 @@ def _metric_curve(run_dir: Path, name: str) -> list[tuple[int, float]]:
     return sorted(points.items())
 
 
+def _eval_summary(run_dir: Path) -> dict:
+    path = run_dir / run_files.EVAL_SUMMARY
+    return _read_json(path) if path.exists() else {}
+
+
 def _metric_directions(run_dir: Path) -> dict[str, str]:
     """`eval_summary.json`'s `metric_directions` (an evaluation written before they were recorded: score only)."""
-    path = run_dir / run_files.EVAL_SUMMARY
-    summary = _read_json(path) if path.exists() else {}
-    return dict(summary.get("metric_directions") or {"score": "higher"})
+    return dict(_eval_summary(run_dir).get("metric_directions") or {"score": "higher"})
 
 
 def load_run(spec: str, group: str | None = None) -> ComparedRun:
@@ -92,6 +100,8 @@ def load_run(spec: str, group: str | None = None) -> ComparedRun:
     is the model it belongs to, instead of the one read from the directory (module docstring)."""
     name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
     run_dir = Path(path)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: {NOT_A_DIRECTORY}")
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such directory")
     name = name or run_dir.name
@@ -108,6 +118,7 @@ def load_run(spec: str, group: str | None = None) -> ComparedRun:
         heldout_history=heldout_history(run_dir),
         train_curve=_metric_curve(run_dir, "reward"),
         metric_directions=_metric_directions(run_dir),
+        task=_eval_summary(run_dir).get("task"),
     )
 
 
@@ -132,8 +143,6 @@ def load_runs(specs: list[str], grouped: bool = False) -> list[ComparedRun]:
             raise RunDirError(f"{spec!r} matches nothing")
         for path in paths:
             if not Path(path).is_dir():
-                raise RunDirError(f"{path}: not a directory; pass evaluation directories (with eval.jsonl and "
-                                  "eval_summary.json, from `python -m training.evaluate ... --out DIR`), not JSONL "
-                                  "record files")
+                raise RunDirError(f"{path}: {NOT_A_DIRECTORY}")
             runs.append(replace(load_run(path, group=label), name=path))
     return runs

@@ -172,46 +172,10 @@ def compare(
         raise ComparisonError(f"{metric}: only {len(scores)} rows have a value in every run; need at least 3")
 
     edges = np.histogram_bin_edges(episode_scores, bins=20)
-    models = []
-    for j, name in enumerate(names):
-        interval = t_interval(scores[:, j])
-        conv = [convergence_step(r.heldout_history, window, band) for r in groups[name]]
-        run_means = [float(np.nanmean([_value(e, metric) for e in r.episodes])) for r in groups[name]]
-        successes = [e.success for r in groups[name] for e in r.episodes if e.success is not None]
-        models.append({
-            "name": name,
-            "runs": [{"name": r.name, "path": str(r.path), "seed": r.seed, "mean": m, "convergence": c.as_json()}
-                     for r, m, c in zip(groups[name], run_means, conv, strict=True)],
-            "n": len(scores),
-            "unscorable_episodes": int(np.isnan(raw[:, j]).sum()),
-            "mean": float(scores[:, j].mean()),
-            "std": None if interval is None else interval[1],
-            "ci95": None if interval is None else interval[3],
-            "success_rate": (sum(successes) / len(successes)) if successes else None,
-            "seed_means_std": float(np.std(run_means, ddof=1)) if len(run_means) > 1 else None,
-            "convergence_step_mean": (float(np.mean([c.step for c in conv if c.step is not None]))
-                                      if any(c.step is not None for c in conv) else None),
-            "score_histogram": {"edges": edges.tolist(),
-                                "counts": np.histogram(episode_scores[:, j], bins=edges)[0].tolist()},
-            "heldout_curve": curve_with_ci([r.heldout_history for r in groups[name] if r.heldout_history]),
-            "train_curve": curve_with_ci([r.train_curve for r in groups[name] if r.train_curve]),
-        })
-
+    models = [model_summary(name, groups[name], scores[:, j], raw[:, j], episode_scores[:, j], edges, metric,
+                            window, band) for j, name in enumerate(names)]
     per_seed = seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, better)
-    pairs = list(itertools.combinations(range(len(names)), 2))
-    if baseline is not None:  # the baseline second: mean_diff is "A minus the baseline"
-        b = names.index(baseline)
-        pairs = [(i, j) if j == b else (j, i) if i == b else (i, j) for i, j in pairs]
-    results = [compare_paired(scores[:, i], scores[:, j]) for i, j in pairs]
-    reject, adjusted = holm([r.p for r in results], alpha)
-    pairwise = []
-    for (i, j), result, rej, p_adj in zip(pairs, results, reject, adjusted, strict=True):
-        seed_level = welch_t([r["mean"] for r in models[i]["runs"]], [r["mean"] for r in models[j]["runs"]])
-        pairwise.append({
-            "a": names[i], "b": names[j], **result.as_json(), "p_holm": p_adj, "significant": rej,
-            "verdict": verdict(names[i], names[j], result.mean_diff, rej, better),
-            "seed_level_welch": None if seed_level is None else {"t": seed_level[0], "p": seed_level[1]},
-        })
+    pairwise = pairwise_tests(names, models, scores, baseline, alpha, better)
     sign = -1.0 if better == "higher" else 1.0
     ranking = sorted(names, key=lambda n: sign * models[names.index(n)]["mean"])
     return {
@@ -228,6 +192,54 @@ def compare(
         "settings": {"alpha": alpha, "normality_alpha": normality_alpha, "correction": "holm",
                      "convergence": {"window": window, "band": band}},
     }
+
+
+def model_summary(name: str, runs: list[ComparedRun], unit_scores: np.ndarray, raw: np.ndarray,
+                  episode_scores: np.ndarray, edges: np.ndarray, metric: str, window: int, band: float) -> dict:
+    """One model's part of the comparison: its runs (seeds) with their means and convergence, its mean over the
+    units with its interval, success rate, score histogram and curves."""
+    interval = t_interval(unit_scores)
+    conv = [convergence_step(r.heldout_history, window, band) for r in runs]
+    run_means = [float(np.nanmean([_value(e, metric) for e in r.episodes])) for r in runs]
+    successes = [e.success for r in runs for e in r.episodes if e.success is not None]
+    return {
+        "name": name,
+        "runs": [{"name": r.name, "path": str(r.path), "seed": r.seed, "mean": m, "convergence": c.as_json()}
+                 for r, m, c in zip(runs, run_means, conv, strict=True)],
+        "n": len(unit_scores),
+        "unscorable_episodes": int(np.isnan(raw).sum()),
+        "mean": float(unit_scores.mean()),
+        "std": None if interval is None else interval[1],
+        "ci95": None if interval is None else interval[3],
+        "success_rate": (sum(successes) / len(successes)) if successes else None,
+        "seed_means_std": float(np.std(run_means, ddof=1)) if len(run_means) > 1 else None,
+        "convergence_step_mean": (float(np.mean([c.step for c in conv if c.step is not None]))
+                                  if any(c.step is not None for c in conv) else None),
+        "score_histogram": {"edges": edges.tolist(), "counts": np.histogram(episode_scores, bins=edges)[0].tolist()},
+        "heldout_curve": curve_with_ci([r.heldout_history for r in runs if r.heldout_history]),
+        "train_curve": curve_with_ci([r.train_curve for r in runs if r.train_curve]),
+    }
+
+
+def pairwise_tests(names: list[str], models: list[dict], scores: np.ndarray, baseline: str | None, alpha: float,
+                   better: str) -> list[dict]:
+    """The paired test of every pair of models over the units (the baseline second: mean_diff is "A minus the
+    baseline"), Holm-corrected, each with the seed-level Welch test beside it."""
+    pairs = list(itertools.combinations(range(len(names)), 2))
+    if baseline is not None:
+        b = names.index(baseline)
+        pairs = [(i, j) if j == b else (j, i) if i == b else (i, j) for i, j in pairs]
+    results = [compare_paired(scores[:, i], scores[:, j]) for i, j in pairs]
+    reject, adjusted = holm([r.p for r in results], alpha)
+    pairwise = []
+    for (i, j), result, rej, p_adj in zip(pairs, results, reject, adjusted, strict=True):
+        seed_level = welch_t([r["mean"] for r in models[i]["runs"]], [r["mean"] for r in models[j]["runs"]])
+        pairwise.append({
+            "a": names[i], "b": names[j], **result.as_json(), "p_holm": p_adj, "significant": rej,
+            "verdict": verdict(names[i], names[j], result.mean_diff, rej, better),
+            "seed_level_welch": None if seed_level is None else {"t": seed_level[0], "p": seed_level[1]},
+        })
+    return pairwise
 
 
 def seed_tests(groups, names, ids, scorable, rows, scores, baseline, metric, alpha, better) -> list[dict]:

@@ -24,9 +24,11 @@ class EvalInputs:
     reward_weights: list[float] | None = None  # None: every reward function weighs 1
     environment_factory: object | None = None
     split: str | None = None                 # the file the rows came from, stamped into records that keep it
+    progress: str | None = "episodes"        # the label of the bar of episodes done (progress.py); None: no bar
 
     def greedy(self) -> EvalInputs:
-        return replace(self, settings=self.settings.greedy())
+        label = None if self.progress is None else f"{self.progress}, greedy"
+        return replace(self, settings=self.settings.greedy(), progress=label)
 
     def weights_by_name(self) -> dict[str, float]:
         weights = self.reward_weights or [1.0] * len(self.reward_names)
@@ -92,6 +94,7 @@ def _weights(trainer) -> list[float]:
 def inputs_from_trainer(trainer, rows: list[dict], seed: int, split: str | None = None) -> EvalInputs:
     """The inputs of the trainer's held-out evaluation: the first `heldout_max_samples` rows, sampled as the trainer
     samples (`EpisodeSettings.from_trainer`), scored by its own reward functions and weights, in its environment."""
+    shown = trainer.accelerator.is_main_process and not trainer.args.disable_tqdm
     factories = getattr(trainer, "environment_factories", None)
     factory = None
     if factories:
@@ -103,4 +106,5 @@ def inputs_from_trainer(trainer, rows: list[dict], seed: int, split: str | None 
         settings=EpisodeSettings.from_trainer(trainer, seed), reward_funcs=list(trainer.reward_funcs),
         reward_names=list(trainer.reward_func_names), reward_weights=_weights(trainer),
         environment_factory=factory, split=split,
+        progress=f"held-out episodes at step {trainer.state.global_step}" if shown else None,
     )

@@ -6,8 +6,9 @@ recipe or the trainer plays, None without one; picked by priority when `--task` 
 scores a policy's held-out episodes (`evaluate(inputs, policy) -> (episodes, counts)`:
 training/evaluation/episodes.py), which values the evaluation
 during training logs from its sampled and greedy episodes (`heldout_values`), which non-model baselines it can
-play instead of a model, and which command-line options of its own `python -m training.evaluate` takes (`options`,
-`with_options`: the causal task's SCM file and surrogate). `policy` is `(model, tokenizer)` for a model, or whatever
+play instead of a model, and which flags of its own `python -m training.evaluate` takes (`flags`, `read_flags`,
+`with_flags`: the causal task's episode flags, training/tasks/causal/episode_source.py), and the tables of its own
+`python -m training.compare` prints over a comparison of its evaluations (`report`). `policy` is `(model, tokenizer)` for a model, or whatever
 the task's baseline factory returned.
 
 Two are generic and defined here: `reward_functions` (held-out prompts scored by the reward functions: the bundled
@@ -23,9 +24,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from training.evaluation.episode_choice import EpisodeChoice
 from training.evaluation.episodes import SCORE, Episode, summarize
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.spec import EvalSpec, EvalSpecError
+from training.registries import Registry
 from training.run_setup import tasks
 
 Played = tuple[list[Episode], dict]  # the episodes of one evaluate() call and its counts
@@ -54,20 +57,23 @@ class EvalTask:
     # the per-episode measures `training.compare` compares, and which way is better ("score" is every episode's)
     metric_directions: dict[str, str] = field(default_factory=lambda: {SCORE: "higher"})
     heldout_values: Callable[[Played, Played], dict[str, float]] = reward_values
-    # the task's own options of `python -m training.evaluate` (each defaulting to None), and the inputs they ask
-    # for from the parsed arguments and the spec (None: the spec's own)
-    options: Callable[[argparse._ArgumentGroup], None] | None = None
-    with_options: Callable[[argparse.Namespace, EvalSpec], EvalInputs | None] | None = None
+    # the task's own flags of `python -m training.evaluate` (each defaulting to None), their value read from the parsed
+    # flags, and the inputs that value asks for, with the episodes chosen and the spec (None: the spec's own)
+    flags: Callable[[argparse._ArgumentGroup], None] | None = None
+    read_flags: Callable[[argparse.Namespace], object] | None = None
+    with_flags: Callable[[object, EpisodeChoice, EvalSpec], EvalInputs | None] | None = None
+    # the task's own tables over `python -m training.compare`'s runs of its evaluations, given the baseline model
+    report: Callable[[list, str | None], str] | None = None
 
 
-def evaluation_tasks() -> dict[str, EvalTask]:
-    """Every evaluation task by name: the generic ones (`GENERIC`) and each registered task's own."""
-    found = {task.name: task for task in GENERIC}
-    for task in tasks.all():
-        if task.evaluation is not None:
-            if task.evaluation.name in found:
-                raise ValueError(f"evaluation task {task.evaluation.name!r} is registered twice")
-            found[task.evaluation.name] = task.evaluation
+def evaluation_tasks() -> Registry:
+    """Every evaluation task by name (`training.registries.Registry`): the generic ones (`GENERIC`) and each
+    registered task's own."""
+    found = Registry("evaluation task", unknown=EvalSpecError)
+    for task in [*GENERIC, *(t.evaluation for t in tasks.all() if t.evaluation is not None)]:
+        if task.name in found:
+            raise ValueError(f"evaluation task {task.name!r} is registered twice")
+        found.register(task.name, task)
     return found
 
 
@@ -90,7 +96,7 @@ def _evaluate_reward_functions(inputs: EvalInputs, policy) -> Played:
 
     model, tokenizer = policy
     episodes = heldout_episodes(model, tokenizer, inputs.rows, inputs.reward_funcs, inputs.settings,
-                                reward_weights=inputs.reward_weights)
+                                reward_weights=inputs.reward_weights, progress=inputs.progress)
     return episodes, {}
 
 
@@ -99,7 +105,7 @@ def _evaluate_environment(inputs: EvalInputs, policy) -> Played:
 
     model, tokenizer = policy
     episodes, counts = environment_episodes(model, tokenizer, inputs.rows, inputs.environment_factory,
-                                            inputs.settings)
+                                            inputs.settings, progress=inputs.progress)
     tool_errors = counts.pop(TOOL_ERROR, 0)
     return episodes, {"malformed_calls": dict(counts), "tool_errors": tool_errors}
 

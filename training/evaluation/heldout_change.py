@@ -15,7 +15,6 @@ recorded.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,8 +131,3 @@ def run_changes(run_dir: str | Path, step: int | None = None) -> list[MetricChan
     directions = {m: better for m, better in recorded.items() if m != SCORE}
     return changes_between(start, heldout_step_dir(run_dir, step), directions)
 
-
-if __name__ == "__main__":  # the command this module was
-    print("error: python -m training.evaluation.heldout_change is now python -m training.compare RUN_DIR "
-          "--since_start [--step N]", file=sys.stderr)
-    sys.exit(2)

@@ -17,6 +17,7 @@ from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.episode_streams import seeded_sampling_kwargs
 from training.evaluation.episodes import Episode, summarize, weighted_episode
 from training.evaluation.pairing_seeds import episode_seed, stream_seed
+from training.evaluation.progress import episode_bar
 
 
 @contextmanager
@@ -44,12 +45,13 @@ def heldout_episodes(
     settings: EpisodeSettings,
     reward_weights: list[float] | None = None,
     batch_size: int = 64,
+    progress: str | None = None,
 ) -> list[Episode]:
     """One `Episode` per (row, sample): one completion of up to `settings.max_completion_length` tokens each, greedy
     (`settings.sampling` None) or sampled (as the trainer samples: `episode_settings.sampling_of`),
     `settings.episodes_per_row` per row, episode (r, s) sampled from `episode_seed(settings.seed, r, s)`. Score = sum_i
     w_i r_i over the reward functions. The model is left in the mode it was in, and the global RNG state is left
-    untouched."""
+    untouched. `progress` labels the bar of episodes done (training/evaluation/progress.py)."""
     sampling, seed, template_kwargs = settings.sampling, settings.seed, settings.template_kwargs
     weights = reward_weights or [1.0] * len(reward_funcs)
     names = [reward_name(f) for f in reward_funcs]
@@ -60,6 +62,7 @@ def heldout_episodes(
     model.eval()
     tokenizer.padding_side = "left"
     episodes: list[Episode] = []
+    bar = episode_bar(len(ids), progress)
     with seeded_rng(seed, model.device):  # judges or reward functions that draw random numbers stay reproducible
         try:
             for start in range(0, len(ids), batch_size):
@@ -91,7 +94,9 @@ def heldout_episodes(
                     episode = weighted_episode(r, s, episode_seed_k, {n: values[n][k] for n in names}, by_name)
                     episode.extra["completion"] = decoded[k]
                     episodes.append(episode)
+                bar.update(len(chunk))
         finally:
+            bar.close()
             tokenizer.padding_side = padding_side
             model.train(was_training)
     return episodes

@@ -25,6 +25,12 @@ tokens from `episode_seed(heldout_seed, r, k)`, its t-th generation call (tool a
 `stream_seed(that seed, t)` (`training.evaluation.episode_streams`). Greedy episodes have no episode seed. Step
 credit's k-th continuation in training step s draws from `branch_seed(run seed, s, k)`.
 
+Outside the episodes. The tiny causal model's corpus episode k plays a linear SCM seeded `corpus_scm_seed(k)`, far
+from the bundled splits' seeds; the surrogate comparison's k-th data set of its u-th SCM (or of the row seeded u) is
+drawn from `data_set_seed(u, k)`; the surrogate speed benchmark's e-th SCM of repeat s is seeded
+`benchmark_scm_seed(s, e)`; the bundled larger-number split draws its prompt styles from `styles_seed(its seed)`; the
+rollout reference draws each simulated world's generator seed from its own generator (`drawn_seed`).
+
 Two ways of deriving, one hash: `seed_word(*words)` is numpy's `SeedSequence(words)` reduced to one 32-bit word (a
 seed handed on, as an int, to something that seeds itself), `generator(*words)` the generator of the same
 `SeedSequence` (`np.random.default_rng([words])`; one word gives `default_rng(word)`). Nearby words give unrelated
@@ -44,6 +50,7 @@ BELIEF_SEED_KEY = 0xBE11EF  # the belief's posterior draws, apart from the episo
 POLICY_SEED_KEY = 0x9017C7  # a scripted policy's generator, apart from the environment's
 RENAME_SEED_KEY = 0x4E4D  # the starting policy's renamed episodes, apart from the environment's seed
 BRANCH_SEED_KEY = 0xB7A4C  # step credit's continuations, apart from the held-out episodes' token streams
+CORPUS_SEED_OFFSET = 10_000_000  # the tiny causal model's corpus SCMs, far from the bundled splits'
 
 
 def seed_word(*words: int) -> int:
@@ -83,3 +90,29 @@ def branch_seed(seed: int, step: int, k: int) -> int:
 def stream_seed(episode_seed: int, turn: int) -> int:
     """The seed of an episode's token stream in its `turn`-th generation call."""
     return seed_word(episode_seed, turn)
+
+
+def corpus_scm_seed(k: int) -> int:
+    """The SCM seed of the tiny causal model's corpus episode k (training/tasks/causal/tiny_model.py)."""
+    return CORPUS_SEED_OFFSET + int(k)
+
+
+def data_set_seed(unit: int, k: int) -> int:
+    """The seed of the k-th data set of unit `unit` (an SCM's index, or a row's seed) in the surrogate comparison
+    (training/tasks/causal/surrogates/compare_surrogates.py)."""
+    return 1000 * int(unit) + int(k)
+
+
+def benchmark_scm_seed(repeat: int, e: int) -> int:
+    """The seed of the e-th seeded SCM of repeat `repeat` of the surrogate speed benchmark."""
+    return 100 * int(repeat) + int(e)
+
+
+def styles_seed(split_seed: int) -> int:
+    """The seed of the bundled larger-number split's prompt styles, apart from its numbers' (`split_seed`)."""
+    return int(split_seed) + 1
+
+
+def drawn_seed(rng: np.random.Generator) -> int:
+    """A seed drawn from `rng`, for a generator of its own (the rollout reference's simulated worlds)."""
+    return int(rng.integers(2**63))

@@ -40,6 +40,7 @@ from training.evaluation.episode_streams import seeded_sampling_kwargs
 from training.evaluation.pairing_seeds import stream_seed
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.heldout_reward import seeded_rng
+from training.evaluation.progress import episode_bar
 from training.tool_use.choices import choices_reader
 from training.tool_use.state_keys import state_reader
 from training.tool_use.tool_calls import EpisodeTools, ToolCallError, install_strict_parsing
@@ -168,12 +169,13 @@ def _prepared(tokenizer, settings: EpisodeSettings) -> tuple:
 
 @torch.no_grad()
 def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
-                  reset: Callable | None = None, batch_size: int = 32,
+                  reset: Callable | None = None, batch_size: int = 32, progress: str | None = None,
                   note_choices: bool = False) -> list[PlayedEpisode]:
     """`settings.episodes_per_row` episodes of every row, in order (row 0's first), played to the end (module
-    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`). `note_choices`: each
-    turn's offered choice is noted as in training (`EpisodeTools.turn_choices`; what the environment's choices cost
-    to work out). The model is left in the mode it was in."""
+    docstring). `reset(env, row, sample)` starts an episode (default `env.reset(**row)`); `progress` labels the bar of
+    episodes finished (training/evaluation/progress.py). `note_choices`: each turn's offered choice is noted as in
+    training (`EpisodeTools.turn_choices`; what the environment's choices cost to work out). The model is left in the
+    mode it was in."""
     tokenizer, settings = _prepared(tokenizer, settings)
     reset = reset or _default_reset
     sampled = settings.sampling is not None
@@ -181,6 +183,7 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
     was_training = model.training
     model.eval()
     played = []
+    bar = episode_bar(len(plan), progress)
     try:
         with seeded_rng(settings.seed, model.device):
             for start in range(0, len(plan), batch_size):
@@ -189,9 +192,10 @@ def play_episodes(model, tokenizer, rows: list[dict], env_factory, settings: Epi
                            reset, tokenizer, settings, note_choices)
                     for i, k in plan[start : start + batch_size]
                 ]
-                _play(model, tokenizer, chunk, settings)
+                _play(model, tokenizer, chunk, settings, bar)
                 played.extend(chunk)
     finally:
+        bar.close()
         model.train(was_training)
     return played
 
@@ -208,12 +212,12 @@ def episode_turn_end(model, tokenizer, settings: EpisodeSettings) -> TurnEnd:
                     settings.end_turn_at_call)
 
 
-def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+def _play(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings, bar) -> None:
     with TurnCache(tokenizer.pad_token_id).active(model):  # each turn runs only its new tokens (turn_cache.py)
-        _play_turns(model, tokenizer, episodes, settings)
+        _play_turns(model, tokenizer, episodes, settings, bar)
 
 
-def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings) -> None:
+def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: EpisodeSettings, bar) -> None:
     rule = episode_turn_end(model, tokenizer, settings)
     gen = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": rule.sampler_stops}
     max_len = settings.max_completion_length
@@ -236,6 +240,7 @@ def _play_turns(model, tokenizer, episodes: list[PlayedEpisode], settings: Episo
             new, _ = rule.finish(new)  # at its first stop, its call's closing token (the tail appended) or the limit
             if take_turn(ep, new, tokenizer, model.config.max_position_embeddings, settings):
                 still.append(ep)
+        bar.update(len(active) - len(still))
         active = still
 
 
@@ -305,5 +310,5 @@ def _continue(model, tokenizer, branches, env_factory, settings, reset, batch_si
                 going.append(ep)
         if going and play:
             with torch.no_grad():
-                _play(model, tokenizer, going, settings)
+                _play(model, tokenizer, going, settings, episode_bar(len(going), None))
         played.extend(chunk)

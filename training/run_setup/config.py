@@ -547,8 +547,8 @@ class StrictScriptArguments:
         default=None,
         metadata={
             "help": "Settings of the environment class (YAML mapping, or its JSON/YAML text on the command line): "
-            "each becomes a class attribute of a subclass made for this run, and each must be one the class "
-            "declares, e.g. the causal task's `{surrogate_kind: additive, active: false}`."
+            "keyword arguments of its constructor (each one it takes; training/run_setup/environment_settings.py), "
+            "e.g. the causal task's `{surrogate_kind: additive, active: false}`."
         },
     )
     system_prompt_file: str | None = field(
@@ -572,8 +572,8 @@ class StrictScriptArguments:
             except yaml.YAMLError as err:
                 raise ConfigError(f"environment_settings={self.environment_settings!r} is not YAML: {err}") from None
         if self.environment_settings is not None and not isinstance(self.environment_settings, dict):
-            raise ConfigError(f"environment_settings={self.environment_settings!r} must be a mapping of class "
-                              "attribute to value (YAML: environment_settings: {name: value})")
+            raise ConfigError(f"environment_settings={self.environment_settings!r} must be a mapping of the "
+                              "environment's constructor keywords to values (YAML: environment_settings: {name: value})")
         if self.environment_settings and not self.environment_factory:
             raise ConfigError("environment_settings is given without an environment_factory to apply it to")
         if isinstance(self.reward_funcs, str) or not isinstance(self.reward_funcs, list):

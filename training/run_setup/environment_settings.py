@@ -1,56 +1,84 @@
-"""A recipe's `environment_settings`: the environment class configured by its class attributes, so that one class
+"""A recipe's `environment_settings`: keyword arguments of the environment class's constructor, so that one class
 serves every variant (the causal task's surrogates, a frozen one) and a recipe names the variant, not an alias.
 
     environment_factory: training.tasks.causal.env.CausalEnv
     environment_settings: {surrogate_kind: additive, active: false}
 
-`configured_environment` makes a subclass with the settings as class attributes (constructible with no arguments, as
-TRL's `environment_factory` is called). Each key must be a public, non-callable attribute the class declares; a class
-that checks its values in `__init_subclass__` refuses a bad one here, and the error names the setting.
-`recipe_fields` goes the other way: the two recipe fields that name a class (a configured one, or a plain one), what
-a run records when a command hands `training.train` the class itself.
+`configured_environment` pairs the class with its settings (`ConfiguredEnvironment`): what TRL's
+`environment_factory` calls, with no arguments, for each rollout's environment. Each key must be a keyword parameter
+of the class's constructor; the constructor checks the values (one instance is made at once, so a bad value is
+refused here), and the error names the setting. `recipe_fields` goes the other way: the two recipe fields that name a
+factory (a configured class, or a plain one), what a run records when a command hands `training.train` the factory
+itself; `environment_type` and `environment_setting` read a factory's class and one setting's value (its constructor's
+default where the recipe gives none).
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from training.errors import BadInputError
 
 
-CONFIGURED = "_configured_from"  # on a configured class: (the class it configures, its settings)
-
-
 class EnvironmentSettingsError(BadInputError):
-    """Settings the environment class does not declare, or a value it refuses; the message names which."""
+    """Settings the environment class does not take, or a value it refuses; the message names which."""
 
 
-def settings_of(factory: type) -> list[str]:
-    """The settings a class declares: its public class attributes that are neither methods nor properties."""
-    names = {k for klass in factory.__mro__ if klass is not object for k in vars(klass)}
-    return sorted(k for k in names if not k.startswith("_") and not callable(getattr(factory, k))
-                  and not isinstance(getattr(factory, k, None), property)
-                  and not any(isinstance(vars(c).get(k), property) for c in factory.__mro__))
+@dataclass(frozen=True)
+class ConfiguredEnvironment:
+    """An environment class and its settings: called with no arguments, a new environment so set."""
+
+    environment: type
+    settings: Mapping[str, object] = field(default_factory=dict)
+
+    def __call__(self):
+        return self.environment(**self.settings)
 
 
-def configured_environment(factory, settings: dict, what: str = "environment_settings") -> type:
-    """A subclass of the class `factory` with `settings` as its class attributes (module docstring)."""
-    if not isinstance(factory, type):
-        raise EnvironmentSettingsError(f"{what}: the environment_factory {factory!r} is not a class, so it has no "
+def settings_of(environment: type) -> list[str]:
+    """The settings a class takes: its constructor's keyword parameters."""
+    parameters = inspect.signature(environment.__init__).parameters.values()
+    return sorted(p.name for p in parameters if p.name != "self"
+                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty)
+
+
+def configured_environment(environment, settings: Mapping, what: str = "environment_settings") -> ConfiguredEnvironment:
+    """`environment` with `settings` (module docstring): unknown keys and refused values named."""
+    if not isinstance(environment, type):
+        raise EnvironmentSettingsError(f"{what}: the environment_factory {environment!r} is not a class, so it has no "
                                        "settings")
-    known = settings_of(factory)
+    known = settings_of(environment)
     unknown = [k for k in settings if k not in known]
     if unknown:
-        raise EnvironmentSettingsError(f"{what}: {unknown} are not settings of {factory.__name__}; its settings: "
+        raise EnvironmentSettingsError(f"{what}: {unknown} are not settings of {environment.__name__}; its settings: "
                                        f"{known}")
-    name = "_".join([factory.__name__, *(f"{k}_{v}" for k, v in settings.items())])
+    configured = ConfiguredEnvironment(environment, dict(settings))
     try:
-        return type(name, (factory,), {**settings, "__doc__": factory.__doc__, "__module__": factory.__module__,
-                                       CONFIGURED: (factory, dict(settings))})
+        configured()
     except (TypeError, ValueError) as err:
-        raise EnvironmentSettingsError(f"{what} {settings}: {err}") from None
+        raise EnvironmentSettingsError(f"{what} {dict(settings)}: {err}") from None
+    return configured
 
 
-def recipe_fields(environment: type) -> tuple[str, dict | None]:
-    """(environment_factory, environment_settings) of a class: the class `configured_environment` configured and its
-    settings, or a plain class and None."""
-    factory, settings = vars(environment).get(CONFIGURED, (environment, None))
-    return f"{factory.__module__}.{factory.__qualname__}", settings
+def environment_type(factory) -> type | None:
+    """The class a factory makes (a configured class's, or the class itself); None for anything else."""
+    if isinstance(factory, ConfiguredEnvironment):
+        return factory.environment
+    return factory if isinstance(factory, type) else None
+
+
+def environment_setting(factory, name: str):
+    """The value of setting `name` of a factory: its configured value, else its class constructor's default."""
+    if isinstance(factory, ConfiguredEnvironment) and name in factory.settings:
+        return factory.settings[name]
+    return inspect.signature(environment_type(factory).__init__).parameters[name].default
+
+
+def recipe_fields(factory) -> tuple[str, dict | None]:
+    """(environment_factory, environment_settings) of a factory: a configured class and its settings, or a plain class
+    and None."""
+    environment = environment_type(factory)
+    settings = dict(factory.settings) if isinstance(factory, ConfiguredEnvironment) else None
+    return f"{environment.__module__}.{environment.__qualname__}", settings

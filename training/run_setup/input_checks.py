@@ -28,6 +28,7 @@ from trl import get_peft_config
 
 from training.run_setup.config import ConfigError, check_int, check_range
 from training.errors import BadInputError
+from training.run_setup.environment_settings import ConfiguredEnvironment, environment_type
 from training.run_setup.prompt_datasets import DatasetError
 
 
@@ -183,15 +184,16 @@ def check_lora_targets(model_args, model_path: str) -> None:
 
 
 def check_environment_rows(factory, rows_by_source: dict[str, list[dict]]) -> None:
-    """Every row through the `check_row` classmethod of the environment `factory` builds (when it has one), naming the
-    file and row."""
-    env_cls = factory if isinstance(factory, type) else type(factory())
+    """Every row through the `check_row` class method of the environment `factory` builds (when it has one), with the
+    factory's settings, naming the file and row."""
+    env_cls = environment_type(factory) or type(factory())
     check_row = getattr(env_cls, "check_row", None)
     if check_row is None:
         return
+    settings = dict(factory.settings) if isinstance(factory, ConfiguredEnvironment) else {}
     for source, rows in rows_by_source.items():
         for i, row in enumerate(rows):
             try:
-                check_row(row)
+                check_row(row, **settings)
             except ValueError as err:
                 raise DatasetError(f"{source}: row {i}: {err}") from None

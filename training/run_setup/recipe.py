@@ -6,6 +6,7 @@ through it too.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import logging
@@ -13,6 +14,7 @@ import os
 import sys
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -43,17 +45,41 @@ class RecipeError(BadInputError):
 
 class ArgumentParser(TrlParser):
     """TRL's parser without argparse's prefix matching (`--learning_rat` is not `--learning_rate`), whose errors (a
-    flag value of the wrong type) are `RecipeError`s rather than a usage message and exit."""
+    flag value of the wrong type) are `RecipeError`s rather than a usage message and exit. `command_defaults`: a
+    command's own defaults, over the recipe file's (the command line's flags over both)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, command_defaults: dict | None = None, **kwargs):
         super().__init__(*args, allow_abbrev=False, **kwargs)
+        self.command_defaults = dict(command_defaults or {})
+
+    def set_defaults_with_config(self, **kwargs) -> list[str]:
+        remaining = super().set_defaults_with_config(**kwargs)
+        self.set_defaults(**self.command_defaults)
+        return remaining
 
     def error(self, message):
         raise RecipeError(message)
 
 
-def make_parser() -> TrlParser:
-    return ArgumentParser((StrictScriptArguments, StrictGRPOConfig, ModelConfig))
+def make_parser(command_flags: Callable[[TrlParser], None] | None = None,
+                command_defaults: dict | None = None) -> TrlParser:
+    """The recipe's parser; `command_flags` adds a command's own flags (read back as one more namespace)."""
+    parser = ArgumentParser((StrictScriptArguments, StrictGRPOConfig, ModelConfig), command_defaults=command_defaults)
+    if command_defaults:
+        parser.set_defaults(**command_defaults)
+    if command_flags is not None:
+        command_flags(parser)
+    return parser
+
+
+def given_flags(parser: TrlParser, argv: list[str]) -> frozenset[str]:
+    """The destinations the command line sets (argparse leaves a destination it was given no flag for as it found it
+    in the namespace handed in: here, a marker)."""
+    marker = object()
+    dests = {action.dest for action in parser._actions if action.option_strings}
+    found, _ = parser.parse_known_args([a for a in argv if a != "--config"], argparse.Namespace(**dict.fromkeys(
+        dests, marker)))
+    return frozenset(d for d in dests if getattr(found, d, marker) is not marker)
 
 
 def _hint(name: str, known, prefix: str = "") -> str:
@@ -142,8 +168,10 @@ class Recipe:
     the command line as typed (for the model card). A command that composes `train` in process (the causal task's
     `train_scm`) sets the fields as Python values and hands over what it built: `rows` ({"train": [...], "heldout":
     [...]}, used instead of reading `train_file` / `heldout_file`, which still name the files that keep them, their
-    sha256 recorded) and `environment` (the environment class; the recorded `environment_factory` and
-    `environment_settings` are read off it, `environment_settings.recipe_fields`)."""
+    sha256 recorded) and `environment` (the environment factory: a class, or a class with its settings,
+    `environment_settings.ConfiguredEnvironment`; the recorded `environment_factory` and
+    `environment_settings` are read off it, `environment_settings.recipe_fields`). `given`: the flags the command
+    line set (their destinations); `command_flags`: the values of a command's own flags, when it has some."""
 
     script_args: StrictScriptArguments
     training_args: StrictGRPOConfig
@@ -151,33 +179,43 @@ class Recipe:
     config: str | None = None
     argv: list[str] = dataclasses.field(default_factory=list)
     rows: dict[str, list[dict]] | None = None
-    environment: type | None = None
+    environment: object | None = None
+    given: frozenset[str] = frozenset()
+    command_flags: argparse.Namespace | None = None
 
 
-def read_recipe(argv: list[str] | None = None, default_config: str | Path | None = None) -> Recipe:
+def read_recipe(argv: list[str] | None = None, default_config: str | Path | None = None,
+                command_flags: Callable[[TrlParser], None] | None = None,
+                command_defaults: dict | None = None) -> Recipe:
     """The `Recipe` of a command line (`parse_args`); `default_config`: the recipe file read when no `--config` is
-    given."""
+    given; `command_flags` and `command_defaults`: a command's own flags and defaults (`make_parser`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     given = argv if "--config" in argv or default_config is None else ["--config", str(default_config), *argv]
     config = given[given.index("--config") + 1] if "--config" in given[:-1] else None
-    return Recipe(*parse_args(given), config=config, argv=argv)
+    parser = make_parser(command_flags, command_defaults)
+    *parsed, extra = _parse(parser, given)
+    return Recipe(*parsed, config=config, argv=argv, given=given_flags(parser, argv), command_flags=extra)
 
 
 def parse_args(argv: list[str] | None = None):
     """The three argument dataclasses, or a `BadInputError` naming the key, flag or value."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = make_parser()
+    script_args, training_args, model_args, _ = _parse(make_parser(), list(sys.argv[1:] if argv is None else argv))
+    return script_args, training_args, model_args
+
+
+def _parse(parser: TrlParser, argv: list[str]):
+    """(script, training and model arguments, the command's own flags or None), every flag and key checked."""
     check_flags(parser, argv)
     check_recipe_keys(parser, argv)
     try:
-        script_args, training_args, model_args = parser.parse_args_and_config(argv)
+        script_args, training_args, model_args, *extra = parser.parse_args_and_config(argv)
     except BadInputError as err:
         raise RecipeError(str(err)) from None
     except ValueError as err:  # raised by a dataclass's own checks while parsing: bad configuration too
         raise RecipeError(f"invalid configuration: {err}") from None
     if not isinstance(model_args.lora_r, int) or model_args.lora_r < 1:
         raise RecipeError(f"lora_r={model_args.lora_r!r} is invalid: expected an integer >= 1")
-    return script_args, training_args, model_args
+    return script_args, training_args, model_args, (extra[0] if extra else None)
 
 
 def check_output_dir(args: StrictGRPOConfig) -> None:
@@ -261,12 +299,16 @@ def environment_class(path: str, settings: dict | None) -> type:
 
 def setup_environment(script_args: StrictScriptArguments, train_rows: list[dict], heldout_rows: list[dict],
                       factory: type | None = None):
-    """The recipe's environment (`factory`, or the one its `environment_factory` names, imported), the rendered
-    system prompt put in front of every row, and every tool name the prompt, the recipe and the tasks mention
-    checked against it. Returns (factory, train rows, held-out rows)."""
+    """The recipe's environment (`factory`, or the one its `environment_factory` names, imported), the rows as the
+    environment prepares them (its `prepare_rows` class method, where it has one), the rendered system prompt put in
+    front of every row, and every tool name the prompt, the recipe and the tasks mention checked against it. Returns
+    (factory, train rows, held-out rows)."""
     if factory is None:
         factory = environment_class(script_args.environment_factory, getattr(script_args, "environment_settings", None))
     env_cls = type(factory())
+    prepare_rows = getattr(env_cls, "prepare_rows", None)  # an environment's own setup of its rows (the causal one:
+    if prepare_rows is not None:                           # each row names its SCM, held once)
+        train_rows, heldout_rows = prepare_rows(train_rows), prepare_rows(heldout_rows) if heldout_rows else heldout_rows
     prompts = {}
     if script_args.system_prompt_file:
         system_prompt = render_system_prompt(script_args.system_prompt_file, env_cls)

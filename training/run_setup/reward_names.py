@@ -12,14 +12,14 @@ import difflib
 from collections.abc import Callable
 
 from training.errors import BadInputError
+from training.registries import Registry
 from training.run_setup import tasks
 from training.run_setup.input_checks import import_object
 
-# the judges' ready-made rewards (judges/factories.py), imported only when a recipe names one
-JUDGE_REWARDS = {
-    "embedding_judge_reward": "judges.factories.embedding_judge_reward",
-    "exact_match_reward": "judges.factories.exact_match_reward",
-}
+# the judges' ready-made rewards (judges/factories.py): name -> dotted path, imported only when a recipe names one
+JUDGE_REWARDS: Registry = Registry("judge reward")
+JUDGE_REWARDS.register("embedding_judge_reward", "judges.factories.embedding_judge_reward")
+JUDGE_REWARDS.register("exact_match_reward", "judges.factories.exact_match_reward")
 
 
 class UnknownRewardName(BadInputError):

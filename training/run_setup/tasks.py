@@ -9,7 +9,6 @@ task's pieces (`tiny_model`, `tokenizer_lines`, `rewards`, `metrics`).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from training.errors import BadInputError
+from training.registries import Registry
 
 ENTRY_POINT_GROUP = "strict_grpo.tasks"
 
@@ -48,7 +48,7 @@ class UnknownTaskName(BadInputError):
     """A task name no registered task has; the message lists the registered ones."""
 
 
-_TASKS: dict[str, Task] = {}
+_TASKS: Registry = Registry("task", unknown=UnknownTaskName)  # training/registries.py
 _loaded = False
 
 
@@ -61,15 +61,14 @@ def _claimed(piece: str, task: Task) -> dict[str, str]:
 def register(task: Task) -> Task:
     """Add a task; its name, and each of its reward, tiny-model and metric names, must be new."""
     if task.name in _TASKS:
-        raise ValueError(f"task {task.name!r} is registered twice")
+        raise ValueError(f"task {task.name!r} is registered twice")  # a new Task object under a taken name too
     for piece in ("rewards", "tiny_models", "metrics"):
         if taken := _claimed(piece, task):
             raise ValueError(f"task {task.name!r} registers {piece} that other tasks hold: {taken}")
     if task.evaluation is not None and getattr(task.evaluation, "name", None) != task.name:
         raise ValueError(f"task {task.name!r}: its evaluation is named {getattr(task.evaluation, 'name', None)!r}, "
                          "not as the task")
-    _TASKS[task.name] = task
-    return task
+    return _TASKS.register(task.name, task)
 
 
 def load_tasks() -> None:
@@ -108,11 +107,7 @@ def all() -> list[Task]:  # noqa: A001 - `tasks.all()` reads as what it is
 def get(name: str) -> Task:
     """The task named `name`; an unknown name is refused with the registered ones."""
     load_tasks()
-    if name not in _TASKS:
-        close = difflib.get_close_matches(name, _TASKS, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise UnknownTaskName(f"task {name!r} is not a registered task{hint}; registered: {', '.join(sorted(_TASKS))}")
-    return _TASKS[name]
+    return _TASKS.named(name)
 
 
 def tiny_model(name: str) -> Callable[[Path, int], str] | None:

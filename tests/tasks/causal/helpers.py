@@ -74,7 +74,7 @@ def noisier(scm: SCM, factor: float) -> SCM:
 
 def play(policy, scm: SCM, seed: int, budget: int, n_calls: int | None = None, initial_samples: int = 10):
     """An episode of `policy(env, rng) -> (tool, args)` for `n_calls` calls (default: the budget), on `scm` with
-    environment seed `seed`; returns the environment (read its `.record`)."""
+    environment seed `seed`; returns the environment (read its `.trace`)."""
     from training.tasks.causal.env import CausalEnv
 
     env = CausalEnv()

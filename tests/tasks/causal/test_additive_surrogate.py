@@ -190,9 +190,9 @@ def test_environment_runs_the_additive_surrogate_with_its_expected_gain():
     env.reset(scm_json=scm.to_json(), seed=0, budget=4, initial_samples=6)
     for value in (0.0, 3.0, -3.0):
         env.intervene("X", value)
-    steps = env.record.steps
+    steps = env.trace.steps
     assert isinstance(env.surrogate, AdditiveSurrogate) and env.surrogate.updates == 4
     assert all(s.expected_info_gain is not None and np.isfinite(s.expected_info_gain) for s in steps)  # a MC estimate
-    assert env.record.final_posterior.marginals["X"] > env.record.initial_posterior.marginals["X"]
+    assert env.trace.final_posterior.marginals["X"] > env.trace.initial_posterior.marginals["X"]
     log_post = parent_log_posterior(env.surrogate.log_beta[None], 1)[0][0]
-    assert np.exp(log_post[1]) == pytest.approx(env.record.final_posterior.marginals["X"])
+    assert np.exp(log_post[1]) == pytest.approx(env.trace.final_posterior.marginals["X"])

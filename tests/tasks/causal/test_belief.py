@@ -16,7 +16,7 @@ from training.tasks.causal.env import CausalEnv, make_causal_env
 from training.tasks.causal.policies.belief_line import OneStepPolicy, TeacherPolicy
 from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, exploration_unit
 from training.tasks.causal.scm.scm import SCM
-from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.episode_source import load_scm_file
 from training.tasks.causal.splits import scm_row
 
 OPTION = re.compile(r"^(\d+): (\w+)=(-?\d+\.\d) gain (-?\d+) info (-?\d+) (new|seen) parent (\d\.\d)$")
@@ -83,7 +83,7 @@ def test_the_line_shows_the_terms_of_each_option_and_no_weighing_of_them():
     env = _env()
     reply = env.intervene("X1", 3.0)
     lines = reply.splitlines()
-    assert lines[0] == f"X2={env.record.steps[-1].rows[0, 2]:.1f} (3 calls left)"  # the sampled target alone
+    assert lines[0] == f"X2={env.trace.steps[-1].rows[0, 2]:.1f} (3 calls left)"  # the sampled target alone
     assert lines[1] == "Options:" and "\n".join(lines[1:]) == env.belief.line()
     for number, (text, option) in enumerate(zip(lines[2:], env.belief.options, strict=True), start=1):
         listed, name, value, gain, info, new, parent = OPTION.match(text).groups()
@@ -144,7 +144,7 @@ def test_the_teacher_sets_the_last_option_the_one_step_rule_its_best_and_both_ob
     assert TeacherPolicy()(env, rng) == ("choose", {"option": len(env.belief.options)})
     assert OneStepPolicy()(env, rng) == ("choose", {"option": env.belief.number(best)})
     env.choose(len(env.belief.options))
-    step = env.record.steps[-1]
+    step = env.trace.steps[-1]
     assert step.intervention == last.call and step.follows_teacher and step.follows_one_step == (last.call == best.call)
     unknown = make_causal_env("noop")()
     unknown.reset(**scm_row(chain5(), seed=1, budget=4, initial_samples=20))

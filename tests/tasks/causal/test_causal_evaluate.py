@@ -10,7 +10,7 @@ from training.evaluate import main as evaluate
 from training.evaluation.episodes import read_episodes
 
 RECIPE = ["--recipe", "recipes/causal_cpu.yaml", "--set", "warm_start_steps=0", "--set", "max_completion_length=96",
-          "--max-rows", "4", "--samples-per-prompt", "2"]
+          "--max_rows", "4", "--episodes_per_row", "2"]
 
 
 def test_the_causal_task_is_evaluated_reproducibly_and_paired(tmp_path, causal_model_dir):

@@ -10,7 +10,9 @@ import pytest
 from tests.tasks.causal.helpers import chain5
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal import splits as causal_task
-from training.tasks.causal.env import INVALID_KINDS, CausalEnv, EpisodeError, make_causal_env, scm_from_json
+from training.tasks.causal.env import CausalEnv, make_causal_env
+from training.tasks.causal.episode_traces import INVALID_KINDS
+from training.tasks.causal.row_schema import EpisodeError, scm_from_json
 from training.tool_use.system_prompt import tool_schemas
 from training.tool_use.tool_names import environment_tool_names
 
@@ -34,14 +36,14 @@ def test_choose_makes_the_listed_options_intervention_and_refuses_a_number_not_l
     env.reset(**row(budget=3))
     options = env.belief.options
     env.choose(len(options))
-    step = env.record.steps[-1]
+    step = env.trace.steps[-1]
     assert step.valid and step.tool == "choose" and step.arguments == {"option": len(options)}
     assert step.intervention == options[-1].call and step.expected_target == pytest.approx(
         env.scm.expected_target({options[-1].variable: options[-1].value}))
     state = (env._rng.bit_generator.state, env.surrogate.updates)
     for bad in (0, len(env.belief.options) + 1, "1", 1.0, True):
         assert env.choose(bad).startswith("error: option must be the number of one the last reply listed (1 to ")
-    assert env.record.invalid["unknown_option"] == 5 and (env._rng.bit_generator.state, env.surrogate.updates) == state
+    assert env.trace.invalid["unknown_option"] == 5 and (env._rng.bit_generator.state, env.surrogate.updates) == state
     unknown = make_causal_env("noop")()
     unknown.reset(**row(budget=3))
     assert "none (the effects are unknown: observe)" in unknown.choose(1)
@@ -56,7 +58,7 @@ def test_reset_summarises_initial_data_and_a_call_reports_the_target_the_calls_l
     assert text == f" Budget: 6 calls. 4 samples, correlation with X2: {expected}. {env.belief.line()}"
     assert env.surrogate.updates == 1
     out = env.intervene("X1", 2.0)
-    step = env.record.steps[-1]
+    step = env.trace.steps[-1]
     assert out.splitlines()[0] == f"X2={step.rows[0, 2]:.1f} (5 calls left)"  # the target alone: the rows are kept
     assert step.rows.shape == (1, 5) and step.rows[0, 1] == 2.0 and "\n".join(out.splitlines()[1:]) == env.belief.line()
     assert step.valid and step.expected_target == pytest.approx(-2.4)
@@ -81,8 +83,8 @@ def test_each_call_updates_the_surrogate_at_once_and_a_frozen_one_never():
     frozen = make_causal_env(active=False)()
     frozen.reset(**row(budget=4))
     frozen.intervene("X1", 1.0)
-    assert frozen.record.steps[0].info_gain == 0.0 and frozen.surrogate.updates == 1  # the initial rows only
-    assert frozen.record.steps[0].expected_info_gain == 0.0
+    assert frozen.trace.steps[0].info_gain == 0.0 and frozen.surrogate.updates == 1  # the initial rows only
+    assert frozen.trace.steps[0].expected_info_gain == 0.0
 
 
 def test_every_invalid_kind_is_answered_counted_and_changes_nothing():
@@ -94,14 +96,14 @@ def test_every_invalid_kind_is_answered_counted_and_changes_nothing():
     for kind, args in calls.items():
         assert env.intervene(*args).startswith("error: ")
     assert (env._rng.bit_generator.state, env.surrogate.updates, env.surrogate.entropy()) == state
-    assert env.record.used == 0
+    assert env.trace.used == 0
     env.intervene("X1", 1.0)
     assert env.intervene("X1", 1.0) == "error: budget of 1 calls used up"
     assert env.observe().startswith("error: budget")
-    assert dict(env.record.invalid) == {**{k: 1 for k in calls}, "budget_exceeded": 2}
-    assert set(env.record.invalid) <= set(INVALID_KINDS)
-    assert env.record.metrics()["causal/invalid_calls"] == 7 and env.record.used == 1
-    assert all(s.info_gain == 0.0 and s.expected_target is None for s in env.record.steps if not s.valid)
+    assert dict(env.trace.invalid) == {**{k: 1 for k in calls}, "budget_exceeded": 2}
+    assert set(env.trace.invalid) <= set(INVALID_KINDS)
+    assert env.trace.metrics()["causal/invalid_calls"] == 7 and env.trace.used == 1
+    assert all(s.info_gain == 0.0 and s.expected_target is None for s in env.trace.steps if not s.valid)
 
 
 def test_same_row_same_samples_and_posterior_trajectory():
@@ -109,7 +111,7 @@ def test_same_row_same_samples_and_posterior_trajectory():
         env = CausalEnv()
         texts = [env.reset(**row())]
         texts += [env.intervene("X3", -1.5), env.observe(), env.intervene("X0", 3.0)]
-        return texts, [(s.entropy_before, s.entropy_after) for s in env.record.steps]
+        return texts, [(s.entropy_before, s.entropy_after) for s in env.trace.steps]
 
     assert episode() == episode()
     other = CausalEnv()
@@ -120,13 +122,13 @@ def test_regret_uses_expected_values_and_never_goes_below_zero():
     env = CausalEnv()
     env.reset(**row(scm_json=chain5(target="X4").to_json()))
     opt = env.scm.optimum()
-    assert env.record.regret == pytest.approx(opt.expected - env.scm.expected_target())
+    assert env.trace.regret == pytest.approx(opt.expected - env.scm.expected_target())
     env.intervene("X0", 0.5)
-    r1 = env.record.regret
+    r1 = env.trace.regret
     env.intervene(opt.variable, opt.value)
-    assert env.record.regret == 0.0 and r1 > 0 and env.record.steps[-1].regret == 0.0
+    assert env.trace.regret == 0.0 and r1 > 0 and env.trace.steps[-1].regret == 0.0
     env.intervene("X0", 0.5)  # a worse call later does not undo the best so far
-    assert env.record.regret == 0.0
+    assert env.trace.regret == 0.0
 
 
 def test_frozen_and_noop_surrogates_never_learn():
@@ -135,11 +137,11 @@ def test_frozen_and_noop_surrogates_never_learn():
     h = frozen.surrogate.entropy()
     frozen.intervene("X1", 1.0)
     assert frozen.surrogate.updates == 1 and frozen.surrogate.entropy() == h
-    assert frozen.record.steps[-1].info_gain == 0.0
+    assert frozen.trace.steps[-1].info_gain == 0.0
     noop = make_causal_env("noop")()
     noop.reset(**row())
     noop.intervene("X1", 1.0)
-    assert noop.record.metrics()["surrogate/updates"] == 0.0
+    assert noop.trace.metrics()["surrogate/updates"] == 0.0
     with pytest.raises(ValueError, match="surrogate"):
         make_causal_env("oracle")
 

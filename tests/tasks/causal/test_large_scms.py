@@ -106,7 +106,7 @@ def test_an_scm_larger_than_the_surrogate_is_one_error_line_naming_size_limit_an
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as err:
         if command == "baselines":
-            evaluate_baselines.main(["--scm", str(SCMS / "er20_linear.yaml"), "--out", "b"])
+            evaluate_baselines.main(["--scm", str(SCMS / "er20_linear.yaml"), "--surrogate", "exact", "--out", "b"])
         else:
             train_scm.main(["--scm", str(SCMS / "er20_linear.yaml"), "--surrogate", "exact", "--output_dir", "run"])
     assert err.value.code == 2
@@ -138,7 +138,7 @@ def test_max_parents_is_refused_for_a_surrogate_without_a_bound(tmp_path, monkey
                                             ("er20_linear", "learned"), ("er30_linear", "learned")])
 def test_the_shipped_large_scms_run_through_the_baselines(name, surrogate, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    evaluate_baselines.main(["--scm", str(SCMS / f"{name}.yaml"), "--surrogate", surrogate, "--episodes", "1",
+    evaluate_baselines.main(["--scm", str(SCMS / f"{name}.yaml"), "--surrogate", surrogate, "--episodes_per_row", "1",
                              "--budget", "2", "--policies", "range_ends,teacher", "--out", "b"])
     from training.evaluation.episodes import read_episodes
 
@@ -167,7 +167,7 @@ def test_one_training_step_and_the_held_out_evaluation_on_a_large_scm(name, surr
 
 def test_evaluate_refuses_greedy_eig_with_the_learned_surrogate_by_name(tmp_path, monkeypatch, capsys):
     from training.evaluate import cli
-    from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+    from training.tasks.causal.episode_source import CAUSAL_RECIPE
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as err:
@@ -182,10 +182,11 @@ def test_rows_with_the_teacher_for_a_large_scm_take_the_surrogate_that_handles_i
     from training.tasks.causal import scm_rows
 
     with pytest.raises(SystemExit) as err:
-        scm_rows.main(["--scm", str(SCMS / "er20_linear.yaml"), "--out", str(tmp_path / "no"), "--teacher"])
+        scm_rows.main(["--scm", str(SCMS / "er20_linear.yaml"), "--surrogate", "exact", "--out", str(tmp_path / "no"),
+                       "--teacher"])
     assert err.value.code == 2 and "the SCM has 20 variables, more than the 16" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
     scm_rows.main(["--scm", str(SCMS / "er20_linear.yaml"), "--out", str(tmp_path / "rows"), "--teacher",
-                   "--surrogate", "learned", "--train", "1", "--heldout", "1", "--budget", "2"])
+                   "--surrogate", "learned", "--train_rows", "1", "--heldout_rows", "1", "--budget", "2"])
     (row,) = load_rows(tmp_path / "rows" / "train.jsonl")
     assert row["n_vars"] == 20 and len(json.loads(row["reference_calls_json"])) >= 1

@@ -63,7 +63,7 @@ def test_a_policy_module_dropped_into_the_package_is_found_by_the_catalogue():
     finally:
         for name in (late, early):
             POLICIES.pop(name, None)
-            policy_registry.ORDER.pop(name, None)
+            POLICIES.order.pop(name, None)
     assert list(POLICIES) == SHIPPED
 
 

@@ -14,7 +14,7 @@ from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.policies.regret import ExpectedImprovementPolicy, ThompsonPolicy
 from training.tasks.causal.policies.scripted import OraclePolicy
 from training.tasks.causal.scm.scm import SCM
-from training.tasks.causal.scm_rows import load_scm_file
+from training.tasks.causal.episode_source import load_scm_file
 from training.tasks.causal.splits import scm_row
 from training.tasks.causal.surrogates.exact_surrogate import LinearModel
 
@@ -63,7 +63,7 @@ class Posterior:
 def episode(posterior, goal="max", done=()):
     scm = linear_scm({}, {"X1": [-3, 3], "X2": [-3, 3]}, goal)
     steps = [SimpleNamespace(valid=True, intervention=d) for d in done]
-    return SimpleNamespace(scm=scm, surrogate=posterior, record=SimpleNamespace(steps=steps))
+    return SimpleNamespace(scm=scm, surrogate=posterior, trace=SimpleNamespace(steps=steps))
 
 
 RNG = np.random.default_rng(0)

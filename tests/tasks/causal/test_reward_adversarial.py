@@ -31,7 +31,7 @@ def mean_rewards(make_policy, scms, n_calls=BUDGET) -> dict[str, float]:
     per_episode = []
     for scm in scms:
         for k in range(EPISODES):
-            per_episode.append(episode_rewards(play(make_policy(), scm, 900 + k, BUDGET, n_calls).record))
+            per_episode.append(episode_rewards(play(make_policy(), scm, 900 + k, BUDGET, n_calls).trace))
     out = {c: float(np.mean([e[c] for e in per_episode])) for c in COMPONENTS}
     out["weighted"] = float(np.mean([weighted_reward(e) for e in per_episode]))
     return out

@@ -38,7 +38,7 @@ def rewards(scms: list[SCM]) -> dict[str, np.ndarray]:
     out = {c: [] for c in COMPONENTS}
     for scm in scms:
         for k in range(EPISODES):
-            values = episode_rewards(play(uniform_position_policy, scm, 500 + k, BUDGET).record)
+            values = episode_rewards(play(uniform_position_policy, scm, 500 + k, BUDGET).trace)
             for c in COMPONENTS:
                 out[c].append(values[c])
     return {c: np.array(v) for c, v in out.items()}
@@ -97,7 +97,7 @@ def test_extreme_scms_keep_every_reward_finite_and_bounded(name):
     for k in range(2):
         env = play(uniform_position_policy, scm, k, budget=4, n_calls=4)
         env.observe()  # past the budget: refused
-        values = episode_rewards(env.record)
+        values = episode_rewards(env.trace)
         assert all(math.isfinite(v) for v in values.values()), values
         assert 0.0 <= values["optimization"] <= 1.0 + 1e-12 and -1.0 <= values["parent"] <= 1.0
         assert values["structure"] <= 1.0 + 1e-12 and -1.0 <= values["exploration"] <= 1.0
@@ -113,5 +113,5 @@ def test_structure_is_at_most_one_per_call_whatever_the_number_of_variables():
         env.reset(scm_json=linear_chain(d, 1.0, 0.3, 3.0, d - 1).to_json(), seed=0, budget=30, initial_samples=2)
         for k in range(30):
             env.intervene(f"X{k % (d - 1)}", 3.0 if k % 2 else -3.0)
-        per_call = [r["structure"] for r in step_rewards(env.record)]
+        per_call = [r["structure"] for r in step_rewards(env.trace)]
         assert max(per_call) <= 1.0 + 1e-9

@@ -102,7 +102,7 @@ def episode(calls, budget=4):
 def test_episode_sums_and_refused_calls_cost_exploration_only():
     env = episode([("intervene", "X4", 3.0), ("intervene", "X2", 1.0), ("intervene", "X1", -3.0),
                    ("observe",), ("intervene", "X9", 1.0), ("intervene", "X0", 3.0), ("intervene", "X0", 3.0)])
-    record = env.record
+    record = env.trace
     totals, per_step = episode_rewards(record), step_rewards(record)
     assert [s.valid for s in record.steps] == [True, False, True, True, False, True, False]  # last: past budget
     unit = exploration_unit(SCM, 4)
@@ -123,7 +123,7 @@ def test_trl_reward_functions_have_the_contract_names_and_read_the_environments(
     assert [f.__name__ for f in funcs] == list(COMPONENTS) == ["optimization", "structure", "parent", "exploration"]
     for f in funcs:
         values = f(prompts=[[], []], completions=[[], []], environments=envs)
-        assert values == [episode_rewards(e.record)[f.__name__] for e in envs]
+        assert values == [episode_rewards(e.trace)[f.__name__] for e in envs]
     assert reward_funcs.optimization(completions=[[], []], environments=envs)[0] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="'structure' reads the episodes from TRL's `environments`"):
         reward_funcs.structure(completions=[[]])
@@ -139,9 +139,9 @@ def test_the_four_reward_functions_score_each_finished_episode_once(monkeypatch)
     real = reward_components.episode_steps
     monkeypatch.setattr(reward_components, "episode_steps", lambda record: calls.append(record) or real(record))
     for f in reward_funcs.REWARD_FUNCS:
-        assert f(completions=[[], []], environments=envs) == [episode_rewards(e.record)[f.__name__] for e in envs]
+        assert f(completions=[[], []], environments=envs) == [episode_rewards(e.trace)[f.__name__] for e in envs]
     assert [sum(t[n] for t in e.call_rewards) for e in envs for n in ("parent",)] == [
-        episode_rewards(e.record)["parent"] for e in envs]
+        episode_rewards(e.trace)["parent"] for e in envs]
     assert len(calls) == 2  # one per episode, not one per episode, reward function and per-call credit
     envs[0].intervene(variable="X3", value=2.0)  # the record grew: scored again, not served stale
     fresh = reward_funcs.optimization(completions=[[], []], environments=envs)[0]
@@ -157,7 +157,7 @@ def test_a_reused_environment_is_scored_afresh_after_reset():
     env.reset(scm_json=SCM.to_json(), seed=2, budget=4, initial_samples=6)
     env.intervene("X3", 3.0)
     again = reward_funcs.optimization(completions=[[]], environments=[env])
-    assert again == [episode_rewards(env.record)["optimization"]] and again != first
+    assert again == [episode_rewards(env.trace)["optimization"]] and again != first
 
 
 def replay_until_last(calls):
@@ -175,10 +175,10 @@ def test_structure_pays_the_call_not_the_luck_of_its_row():
     unlucky._rng = np.random.default_rng(999)  # only the last call's row differs
     for env in (lucky, unlucky):
         env.intervene(*CALLS[-1][1:])
-    a, b = lucky.record.steps[-1], unlucky.record.steps[-1]
+    a, b = lucky.trace.steps[-1], unlucky.trace.steps[-1]
     assert not np.array_equal(a.rows, b.rows) and a.info_gain != pytest.approx(b.info_gain, abs=1e-6)
     assert a.expected_info_gain == b.expected_info_gain
-    assert step_rewards(lucky.record)[-1]["structure"] == step_rewards(unlucky.record)[-1]["structure"]
+    assert step_rewards(lucky.trace)[-1]["structure"] == step_rewards(unlucky.trace)[-1]["structure"]
 
 
 def test_the_expected_gain_is_the_posterior_predictive_entropy_drop():
@@ -188,7 +188,7 @@ def test_the_expected_gain_is_the_posterior_predictive_entropy_drop():
         env = replay_until_last([*CALLS[:-1], call])
         sur = env.surrogate.copy()  # drained: the posterior before the call
         getattr(env, call[0])(*call[1:])
-        got = env.record.steps[-1].expected_info_gain
+        got = env.trace.steps[-1].expected_info_gain
         rng = np.random.default_rng(7)
         do = {} if call[0] == "observe" else {SCM.index[call[1]]: call[2]}
         n = 3 if call[0] == "observe" else 1
@@ -208,10 +208,10 @@ def test_surrogates_without_a_sampleable_posterior_have_no_structure_reward():
     env = CausalEnv()
     env.reset(scm_json=SCM.to_json(), seed=1, budget=2, initial_samples=1)  # X0 has 1 row to sample a model from
     env.intervene("X1", 1.0)
-    assert env.record.steps[-1].expected_info_gain is None
+    assert env.trace.steps[-1].expected_info_gain is None
     with pytest.raises(ValueError, match="no expected information gain"):
-        episode_rewards(env.record)
+        episode_rewards(env.trace)
     for still in (make_causal_env("exact", active=False)(), make_causal_env("noop")()):  # posteriors that never move
         still.reset(scm_json=SCM.to_json(), seed=1, budget=2, initial_samples=6)
         still.intervene("X1", 1.0)
-        assert episode_rewards(still.record)["structure"] == 0.0
+        assert episode_rewards(still.trace)["structure"] == 0.0

@@ -42,7 +42,7 @@ def test_a_simulated_episode_in_the_true_scm_earns_the_environments_optimization
     assert made[0] == ("X3", 3.0) and len(made) == 3
     for call in made:  # the same calls in the environment
         env.intervene(*call)
-    paid = episode_rewards(env.record)
+    paid = episode_rewards(env.trace)
     assert earned["optimization"] == pytest.approx(paid["optimization"], abs=1e-9) and paid["optimization"] > 0
     assert earned["exploration"] == pytest.approx(paid["exploration"], abs=1e-12)
 

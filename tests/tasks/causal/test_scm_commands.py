@@ -17,8 +17,10 @@ from training.run_setup.environment_settings import recipe_fields
 from training.run_setup.prompt_datasets import load_rows
 from training.evaluate import cli as evaluate_cli
 from training.evaluate import main as evaluate
-from training.tasks.causal import evaluate_baselines, scm_rows, train_scm
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, CausalEnv
+from training.tasks.causal import episode_source, evaluate_baselines, scm_rows, train_scm
+from training.tasks.causal.surrogates.catalogue import fitting_surrogate
+from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
 from training.tasks.causal.splits import scm_row
 
 REPO = Path(__file__).resolve().parents[3]
@@ -33,7 +35,7 @@ def elsewhere(tmp_path, monkeypatch):
     return tmp_path
 
 
-RECIPE = ["--recipe", str(scm_rows.CAUSAL_RECIPE)]
+RECIPE = ["--recipe", str(episode_source.CAUSAL_RECIPE)]
 
 
 def records(directory) -> list[dict]:
@@ -43,23 +45,23 @@ def records(directory) -> list[dict]:
 def test_an_scm_file_is_a_split_for_evaluate_from_any_directory(elsewhere):
     # was: DatasetError '.../data/causal/cbo.yaml.jsonl' does not exist; and a relative recipe path raised
     # FileNotFoundError outside the checkout
-    summary = evaluate([*RECIPE, "--baseline", "random", "--split", "cbo.yaml", "--samples-per-prompt", "2",
+    summary = evaluate([*RECIPE, "--baseline", "random", "--split", "cbo.yaml", "--episodes_per_row", "2",
                         "--budget", "3", "--out", "random"])
     played = records(elsewhere / "random")
     assert len(played) == 2 and all(r["budget"] == 3 and r["n_vars"] == 3 for r in played)
     assert summary["split"] == str(elsewhere / "cbo.yaml") and all(r["split"] == summary["split"] for r in played)
     written = json.loads((elsewhere / "random" / "eval_summary.json").read_text())
     assert written["metric_directions"]["regret"] == "lower" and written["baseline"] == "random"
-    evaluate([*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--samples-per-prompt", "2", "--budget", "3",
+    evaluate([*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--episodes_per_row", "2", "--budget", "3",
               "--out", "again"])
     assert [r["call_log"] for r in records(elsewhere / "again")] == [r["call_log"] for r in played]  # the same episodes
-    assert scm_rows.CAUSAL_RECIPE.is_absolute() and scm_rows.CAUSAL_RECIPE.is_file()
+    assert episode_source.CAUSAL_RECIPE.is_absolute() and episode_source.CAUSAL_RECIPE.is_file()
     with pytest.raises(BadInputError, match="already holds an eval.jsonl"):
         evaluate([*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--out", "again"])
 
 
 def test_a_causal_option_for_another_task_is_refused_by_name(elsewhere):
-    with pytest.raises(BadInputError, match="--scm, --budget: options of the causal task; this evaluation's task is "
+    with pytest.raises(BadInputError, match="--scm, --budget: flags of the causal task; this evaluation's task is "
                                             "'reward_functions'"):
         evaluate(["--recipe", str(REPO / "recipes" / "tiny_cpu.yaml"), "--baseline", "x", "--scm", "cbo.yaml",
                   "--budget", "3", "--out", "o"])
@@ -89,7 +91,7 @@ def test_a_variable_given_twice_is_one_error_line_naming_it_and_its_lines(elsewh
 
 def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
     # was: no command; the user had to call scm_row in Python, whose defaults (6, 10) disagreed with env.py's (20, 5)
-    summary = scm_rows.main(["--scm", "cbo.yaml", "--out", "rows", "--train", "3", "--heldout", "2"])
+    summary = scm_rows.main(["--scm", "cbo.yaml", "--out", "rows", "--train_rows", "3", "--heldout_rows", "2"])
     train, heldout = load_rows(elsewhere / "rows" / "train.jsonl"), load_rows(elsewhere / "rows" / "heldout.jsonl")
     assert summary["dir"] == str(elsewhere / "rows")
     assert [r["seed"] for r in train] == [0, 1, 2]
@@ -99,7 +101,7 @@ def test_rows_from_an_scm_file_with_prompts_and_the_default_budget(elsewhere):
         assert "Target: Y" in r["prompt"][0]["content"] and "Z in [-5, 20]" in r["prompt"][0]["content"]
     env = CausalEnv()  # a row without a budget gets the same default
     env.reset(scm_json=train[0]["scm_json"], seed=0)
-    assert env.record.budget == DEFAULT_BUDGET and env.surrogate.stats.count[0] == DEFAULT_INITIAL_SAMPLES
+    assert env.trace.budget == DEFAULT_BUDGET and env.surrogate.stats.count[0] == DEFAULT_INITIAL_SAMPLES
     assert scm_row.__defaults__ == (DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES)
 
 
@@ -112,14 +114,14 @@ def test_rows_from_a_generator_and_from_a_list_of_files(elsewhere, monkeypatch):
     """))
     monkeypatch.syspath_prepend(str(elsewhere))
     monkeypatch.delitem(sys.modules, "my_family", raising=False)
-    scm_rows.main(["--generator", "my_family:make", "--out", "gen", "--train", "2", "--heldout", "1", "--budget", "4",
+    scm_rows.main(["--generator", "my_family:make", "--out", "gen", "--train_rows", "2", "--heldout_rows", "1", "--budget", "4",
                    "--teacher"])
     train = load_rows(elsewhere / "gen" / "train.jsonl")
     assert len({r["scm_json"] for r in train}) == 2 and all(r["budget"] == 4 for r in train)
     assert all(len(json.loads(r["reference_calls_json"])) == 4 for r in train)
     (elsewhere / "other.yaml").write_text(CBO.read_text().replace("goal: min", "goal: max"))
-    scm_rows.main(["--scm", "cbo.yaml", "other.yaml", "--heldout_scm", "other.yaml", "--out", "two", "--train", "4",
-                   "--heldout", "1"])
+    scm_rows.main(["--scm", "cbo.yaml", "other.yaml", "--heldout_scm", "other.yaml", "--out", "two", "--train_rows", "4",
+                   "--heldout_rows", "1"])
     goals = [r["goal"] for r in load_rows(elsewhere / "two" / "train.jsonl")]
     assert goals == ["min", "max", "min", "max"]
     assert load_rows(elsewhere / "two" / "heldout.jsonl")[0]["goal"] == "max"
@@ -127,10 +129,10 @@ def test_rows_from_a_generator_and_from_a_list_of_files(elsewhere, monkeypatch):
 
 def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(elsewhere, causal_model_dir):
     # was: load_rows refused every row without a 'prompt', though baselines never read one
-    row = scm_row(scm_rows.load_scm_file("cbo.yaml"), seed=5, budget=2)
+    row = scm_row(episode_source.load_scm_file("cbo.yaml"), seed=5, budget=2)
     del row["prompt"]
     (elsewhere / "bare.jsonl").write_text(json.dumps(row) + "\n")
-    evaluate([*RECIPE, "--baseline", "oracle", "--split", "bare.jsonl", "--samples-per-prompt", "1", "--out", "o"])
+    evaluate([*RECIPE, "--baseline", "oracle", "--split", "bare.jsonl", "--episodes_per_row", "1", "--out", "o"])
     (played,) = records(elsewhere / "o")
     assert played["calls"] == 2.0 and played["interventions_on"] == {"Z": 2}
     with pytest.raises(BadInputError, match="bare.jsonl: row 0 has no 'prompt'"):
@@ -139,7 +141,7 @@ def test_a_row_without_a_prompt_plays_for_baselines_and_is_refused_for_a_model(e
 
 def test_baselines_cli_on_an_scm_file_records_the_final_parent_marginals(elsewhere, capsys):
     # was: --split choices were train/heldout only, and records lacked where the belief ended
-    evaluate_baselines.main(["--scm", "cbo.yaml", "--budget", "3", "--initial_samples", "4", "--episodes", "2",
+    evaluate_baselines.main(["--scm", "cbo.yaml", "--budget", "3", "--initial_samples", "4", "--episodes_per_row", "2",
                     "--policies", "random,greedy_eig,oracle", "--surrogate", "additive", "--out", "b"])
     out = capsys.readouterr().out
     assert "| random |" in out and "| greedy_eig |" in out and "| oracle |" in out and "(-2.1718)" in out
@@ -157,7 +159,7 @@ def test_training_takes_an_scm_file(elsewhere, capsys):
     recipe = train_scm.scm_recipe(["--scm", "cbo.yaml", "--output_dir", "run", "--train_rows", "3", "--budget", "4",
                                    "--max_steps", "2"])
     rows = elsewhere / "run" / "scm_rows"
-    assert recipe.config == str(train_scm.CAUSAL_RECIPE) and recipe.training_args.max_steps == 2
+    assert recipe.config == str(episode_source.CAUSAL_RECIPE) and recipe.training_args.max_steps == 2
     assert recipe.training_args.output_dir == "run"
     assert (recipe.script_args.train_file, recipe.script_args.heldout_file) == (str(rows / "train.jsonl"),
                                                                                 str(rows / "heldout.jsonl"))
@@ -190,24 +192,25 @@ def test_training_picks_the_surrogate_that_fits_the_file():
     surrogates' sizes."""
     scms = Path(train_scm.__file__).resolve().parents[3] / "examples" / "scms"
     names = ("cbo_toy", "sachs_linear", "er12_linear", "er20_linear", "sachs_nonlinear", "sempler6_nonlinear")
-    chosen = {name: train_scm.fitting_surrogate(scm_rows.load_scm_file(scms / f"{name}.yaml")) for name in names}
+    chosen = {name: fitting_surrogate(episode_source.load_scm_file(scms / f"{name}.yaml")) for name in names}
     assert chosen == {"cbo_toy": "additive", "sachs_linear": "exact", "er12_linear": "exact", "er20_linear": "learned",
                       "sachs_nonlinear": "additive", "sempler6_nonlinear": "additive"}
 
 
 @pytest.mark.parametrize("name", ["sempler6_nonlinear", "sachs_nonlinear"])
 def test_a_bundled_nonlinear_file_goes_through_every_causal_command(tmp_path, monkeypatch, name):
-    """The nonlinear files of issue 62 (6 and 11 variables) under the additive surrogate: rows, the baselines, the
+    """The bundled nonlinear files (6 and 11 variables) under the additive surrogate: rows, the baselines, the
     evaluation of a policy and train_scm's recipe take them as they are."""
     path = REPO / "examples" / "scms" / f"{name}.yaml"
     monkeypatch.chdir(tmp_path)
-    scm_rows.main(["--scm", str(path), "--out", "rows", "--train", "1", "--heldout", "1", "--budget", "1", "--teacher"])
+    scm_rows.main(["--scm", str(path), "--out", "rows", "--train_rows", "1", "--heldout_rows", "1", "--budget", "1",
+                   "--teacher"])
     assert len(json.loads(load_rows(tmp_path / "rows" / "train.jsonl")[0]["reference_calls_json"])) == 1
-    evaluate_baselines.main(["--scm", str(path), "--budget", "1", "--episodes", "1", "--policies", "teacher",
+    evaluate_baselines.main(["--scm", str(path), "--budget", "1", "--episodes_per_row", "1", "--policies", "teacher",
                              "--surrogate", "additive", "--out", "b"])
     (played,) = records(tmp_path / "b" / "teacher")
     assert played["surrogate_kind"] == "additive" and played["calls"] == 1.0
-    evaluate([*RECIPE, "--baseline", "random", "--scm", str(path), "--samples-per-prompt", "1", "--budget", "1",
+    evaluate([*RECIPE, "--baseline", "random", "--scm", str(path), "--episodes_per_row", "1", "--budget", "1",
               "--surrogate", "additive", "--out", "e"])
     assert len(records(tmp_path / "e")) == 1
     recipe = train_scm.scm_recipe(["--scm", str(path), "--output_dir", "run", "--train_rows", "1", "--heldout_rows",
@@ -226,3 +229,37 @@ def test_training_on_an_scm_file_end_to_end(elsewhere):
     assert summary["global_step"] == 1
     records = [e.extra for e in read_episodes(elsewhere / "run")]
     assert records and all(set(r["parent_marginals"]) == {"X", "Z"} for r in records)
+
+
+def test_rows_of_a_nonlinear_file_play_with_the_surrogate_that_fits_them_wherever_they_are_read(elsewhere, capsys):
+    """`evaluate_baselines --split DIR/scm_rows/heldout.jsonl`, with no surrogate flag, on rows of the CBO file: the
+    additive surrogate, as train_scm played them (the same episodes as with --surrogate additive); the exact one,
+    asked for, is played with a warning naming the one that fits."""
+    scm_rows.main(["--scm", "cbo.yaml", "--out", "rows", "--train_rows", "1", "--heldout_rows", "3"])
+    assert json.loads(capsys.readouterr().out)["surrogate"] == "additive"
+    split = ["--split", "rows/heldout.jsonl", "--policies", "belief_line", "--episodes_per_row", "1"]
+    evaluate_baselines.main([*split, "--out", "default"])
+    evaluate_baselines.main([*split, "--surrogate", "additive", "--out", "additive"])
+    default, additive = records(elsewhere / "default" / "belief_line"), records(elsewhere / "additive" / "belief_line")
+    assert [r["surrogate_kind"] for r in default] == ["additive"] * 3 and default == additive
+    capsys.readouterr()
+    evaluate_baselines.main([*split, "--surrogate", "exact", "--out", "exact"])
+    warning = capsys.readouterr().err
+    assert "the exact surrogate, as asked, on 1 SCM(s) whose mechanisms are not affine" in warning
+    assert "--surrogate additive" in warning
+    assert [r["surrogate_kind"] for r in records(elsewhere / "exact" / "belief_line")] == ["exact"] * 3
+
+
+def test_an_old_flag_spelling_warns_naming_the_new_one_and_plays_the_same_episodes(elsewhere, capsys):
+    common = [*RECIPE, "--baseline", "random", "--scm", "cbo.yaml", "--budget", "2"]
+    evaluate([*common, "--episodes_per_row", "2", "--out", "new"])
+    capsys.readouterr()
+    evaluate([*common, "--samples-per-prompt", "2", "--out", "old"])
+    assert ("warning: --samples-per-prompt is renamed --episodes_per_row; the old spelling is accepted until the next "
+            "release") in capsys.readouterr().err
+    assert records(elsewhere / "old") == records(elsewhere / "new")
+    evaluate_baselines.main(["--scm", "cbo.yaml", "--budget", "2", "--policies", "random", "--episodes", "2", "--limit",
+                             "1", "--out", "b"])
+    err = capsys.readouterr().err
+    assert "--episodes is renamed --episodes_per_row" in err and "--limit is renamed --max_rows" in err
+    assert records(elsewhere / "b" / "random") == records(elsewhere / "new")

@@ -37,7 +37,7 @@ def play(env_class, seed: int = 3) -> list[list[tuple]]:
             getattr(env, tool)(**args)
         played.append([(s.tool, s.valid, s.outcome, s.expected_info_gain, s.info_gain, s.entropy_after,
                         None if s.posterior_after is None else sorted(s.posterior_after.marginals.items()))
-                       for s in env.record.steps])
+                       for s in env.trace.steps])
     return played
 
 

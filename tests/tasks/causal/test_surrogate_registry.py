@@ -39,7 +39,7 @@ def test_a_surrogate_module_dropped_into_the_package_is_found_and_a_recipe_can_n
             env = configured_environment(CausalEnv, {"surrogate_kind": name})()  # what the recipe key does
             env.reset(**scm_row(chain5(), seed=1, budget=2, initial_samples=5))
             env.intervene("X1", 1.0)
-            assert env.record.used == 1 and env.record.surrogate_updates == 0  # the dropped no-op learns nothing
+            assert env.trace.used == 1 and env.trace.surrogate_updates == 0  # the dropped no-op learns nothing
     finally:
         KINDS.pop(name, None)
     assert list(KINDS) == SHIPPED

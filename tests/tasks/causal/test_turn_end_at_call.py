@@ -60,7 +60,7 @@ def test_a_call_ends_its_turn_without_sampling_the_end_of_turn_token(tmp_path):
         turns_ids = ep.completion_ids
         ends = [n for n, t in enumerate(turns_ids) if t == spec.call_close]
         assert len(ends) >= 2 and all(turns_ids[n + 1] == im_end for n in ends)
-        assert len(ep.env.record.steps) >= 2  # the environment answered the calls
+        assert len(ep.env.trace.steps) >= 2  # the environment answered the calls
 
     off = build_sampled_causal_trainer(str(tmp_path / "off"), str(STARTING_POLICY_DIR), FLAGS,
                                        end_turn_at_call=False, **EPISODE)

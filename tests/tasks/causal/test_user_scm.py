@@ -139,4 +139,4 @@ def test_an_scm_with_keyword_names_runs_in_the_environment():
                           "yield": {"mechanism": "cos(rain) + lambda"}}}
     env = CausalEnv()
     env.reset(**scm_row(scm_from_spec(spec), seed=0))
-    assert env.intervene("lambda", 3.0).startswith("yield=") and env.record.steps[-1].valid
+    assert env.intervene("lambda", 3.0).startswith("yield=") and env.trace.steps[-1].valid

@@ -28,7 +28,7 @@ def scripted_rollout(prompts, trainer):
     prompt = tok("prompt", add_special_tokens=False)["input_ids"]
     for i, env in enumerate(trainer.environments):
         rng = np.random.default_rng(i)
-        for _ in range(env._record.budget):
+        for _ in range(env._trace.budget):
             tool, args = random_call(env, rng)
             getattr(env, tool)(**args)
     n = len(prompts)

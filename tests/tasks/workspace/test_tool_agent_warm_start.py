@@ -158,7 +158,7 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
     trainer.heldout_rows = workspace_post_rows()[:2]
     calls = []
 
-    def fake_episodes(model, tokenizer, rows, factory, settings):
+    def fake_episodes(model, tokenizer, rows, factory, settings, progress=None):
         calls.append({"rows": rows, "settings": settings})
         if settings.sampling is not None:
             return [Episode(0, 0, 1, 0.0), Episode(1, 0, 2, 0.5)], Counter(bad_json=2, tool_error=1)
@@ -193,7 +193,7 @@ def test_tool_run_heldout_generates_with_the_full_weights_gathered(tmp_path, mon
         yield
         gathered.append(False)
 
-    def fake_episodes(model, tokenizer, rows, factory, settings):
+    def fake_episodes(model, tokenizer, rows, factory, settings, progress=None):
         seen.append(gathered[-1] if gathered else False)
         return [], Counter()
 

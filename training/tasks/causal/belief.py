@@ -23,7 +23,7 @@ reply before it. Not shown: the weighted sum of the terms, and which option it r
 against information for later, with the budget left in view, is the policy's to learn from the reward.
 
 * `best`: the option of largest one-step expected reward (`acquisition.call_scores`, the reward's default weights):
-  the one-step rule, played by the `belief_line` baseline and recorded for every call (`StepRecord.one_step`),
+  the one-step rule, played by the `belief_line` baseline and recorded for every call (`CallTrace.one_step`),
   never shown.
 * `teacher_choice`: the last option, the largest expected information gain (the largest gain where the surrogate
   gives no info): the starting policy's teacher (`training.tasks.causal.policies.belief_line.teacher`), a rule that
@@ -185,6 +185,14 @@ def _models(surrogate, draws: int, rng: np.random.Generator):
     if np.any(np.asarray(counts) < 2):
         return None
     return surrogate.posterior_models(draws, rng)
+
+
+def shown_choices(belief: Belief | None) -> dict:
+    """What the teacher and the one-step rule choose from the options `belief` shows (None where the effects are
+    unknown), recorded with the call that answers them."""
+    if belief is None or not belief.known:
+        return {"teacher_call": None, "one_step_call": None}
+    return {"teacher_call": belief.teacher_choice.call, "one_step_call": belief.best.call}
 
 
 def belief_rng(seed: int, updates: int) -> np.random.Generator:

@@ -13,22 +13,29 @@ cumulative information gain; with the calls made, refused and malformed); `extra
 episode's token stream, and for every policy the pairing key (episode k of an SCM resets the environment with
 `environment_seed(row, k)` whatever the policy); greedy episodes have none, as everywhere.
 
-The environment is the recipe's `environment_factory` with its `environment_settings` (a frozen surrogate:
-`python -m training.evaluate RUN_DIR --frozen`, the run's own model; the task's options: evaluate_options.py); the
-baselines (`--baseline NAME`) are `training.tasks.causal.policies.policy_catalogue.POLICIES`, played with the same
-surrogate, active only.
+The environment is the recipe's `environment_factory` with its `environment_settings`; the task's own flags of
+`python -m training.evaluate` (`EVALUATE_FLAGS`, the causal episode flags of `training.tasks.causal.episode_source`)
+replace the rows by a split's or SCM files' (`--split`, `--scm`, with `--budget`, `--initial_samples`,
+`--max_parents`), the surrogate (`--surrogate`; with other rows, by default the one that fits them,
+`episode_source.surrogate_for`) or freeze it (`--frozen`: `python -m training.evaluate RUN_DIR --frozen`, the run's
+own model). The baselines (`--baseline NAME`) are `training.tasks.causal.policies.policy_catalogue.POLICIES`, played
+with the same surrogate, active only.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from training.evaluation.episode_choice import EpisodeChoice
 from training.evaluation.episodes import SCORE, Episode
-from training.evaluation.eval_inputs import EvalInputs
+from training.evaluation.eval_inputs import EvalInputs, inputs_from_spec
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpecError
 from training.evaluation.eval_tasks import Played, reward_values
+from training.run_setup.environment_settings import environment_setting, environment_type
 from training.tasks.causal.env import CausalEnv
+from training.tasks.causal.episode_source import EpisodeSource, add_episode_flags, rows_to_play, surrogate_for
 from training.tasks.causal.policy_episodes import (
     baseline_episodes,
     lm_episodes,
@@ -41,11 +48,14 @@ RECORD_METRICS = ("regret", "parent_f1", "info_gain", "final_entropy", "calls", 
 METRIC_DIRECTIONS = {"regret": "lower", "parent_f1": "higher", "info_gain": "higher", SCORE: "higher"}
 SAMPLED_KEYS = ("reward", "regret", "parent_f1", "info_gain", "invalid_calls", "malformed_calls", *COMPONENTS)
 GREEDY_KEYS = ("reward", "regret", "parent_f1", "info_gain")
+EVALUATE_FLAGS = ("split", "scm", "budget", "initial_samples", "max_parents", "surrogate", "frozen")
+ROW_FLAGS = ("split", "scm", "budget", "initial_samples", "max_parents")  # flags that replace the spec's rows
 
 
 def applies(environment_factory) -> bool:
-    """Whether the environment is a `CausalEnv` (or a class `make_causal_env` made)."""
-    return isinstance(environment_factory, type) and issubclass(environment_factory, CausalEnv)
+    """Whether the environment is a `CausalEnv` (the class, or the class with its settings)."""
+    environment = environment_type(environment_factory)
+    return environment is not None and issubclass(environment, CausalEnv)
 
 
 def component_weights(inputs: EvalInputs) -> dict[str, float] | None:
@@ -83,9 +93,9 @@ def call_counts(records: list[dict]) -> dict[str, float]:
 def stamp(records: list[dict], decoding: str, env_factory, split: str | None) -> None:
     """What every record says about how it was played: the decoding (sampled, greedy, or a scripted `policy`), the
     surrogate (live or frozen, and its kind) and the split it was played on."""
+    active, kind = environment_setting(env_factory, "active"), environment_setting(env_factory, "surrogate_kind")
     for r in records:
-        r.update(decoding=decoding, surrogate="active" if env_factory.active else "frozen",
-                 surrogate_kind=env_factory.surrogate_kind, split=split)
+        r.update(decoding=decoding, surrogate="active" if active else "frozen", surrogate_kind=kind, split=split)
 
 
 def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
@@ -93,12 +103,13 @@ def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
     a scripted baseline (its `POLICIES` name), each record stamped (`stamp`) and read into a generic episode."""
     factory, settings, weights = inputs.environment_factory, inputs.settings, component_weights(inputs)
     if isinstance(policy, str):  # a baseline's name (task.py)
-        if not factory.active:
+        if not environment_setting(factory, "active"):
             raise EvalSpecError("--frozen: a frozen surrogate applies to language-model policies; the baselines read "
                                 "the live surrogate")
-        supported_policies(policy, factory.surrogate_kind)
-        records = baseline_episodes(policy, inputs.rows, settings.episodes_per_row, factory.surrogate_kind,
-                                    weights=weights)
+        kind = environment_setting(factory, "surrogate_kind")
+        supported_policies(policy, kind)
+        records = baseline_episodes(policy, inputs.rows, settings.episodes_per_row, kind,
+                                    weights=weights, progress=inputs.progress)
         decoding = "policy"
     else:
         unprompted = [i for i, r in enumerate(inputs.rows) if not r.get("prompt")]
@@ -108,7 +119,7 @@ def evaluate(inputs: EvalInputs, policy) -> tuple[list[Episode], dict]:
                                 "FILE")
         model, tokenizer = policy
         records = lm_episodes(model, tokenizer, inputs.rows, settings, env_factory=factory, policy="lm",
-                              weights=weights)
+                              weights=weights, progress=inputs.progress)
         decoding = "greedy" if settings.sampling is None else "sampled"
     stamp(records, decoding, factory, inputs.split)
     keyed = decoding != "greedy"  # a baseline's episodes pair with sampled ones
@@ -122,3 +133,26 @@ def heldout_values(sampled: Played, greedy: Played) -> dict[str, float]:
     values.update({f"heldout/greedy_{k}": v for k, v in mean_metrics([e.extra for e in greedy[0]]).items()
                    if k in GREEDY_KEYS})
     return {**values, **reward_values(sampled, greedy)}
+
+
+def add_flags(group) -> None:
+    """The causal task's own flags of `python -m training.evaluate` (`EVALUATE_FLAGS`)."""
+    add_episode_flags(group, EVALUATE_FLAGS)
+
+
+def with_flags(source: EpisodeSource, choice: EpisodeChoice, spec) -> EvalInputs | None:
+    """The inputs the flags ask for (None when none is given: the spec's own). A row flag plays the split's or SCM
+    files' rows (the bundled held-out split when only the episode settings are given; the first `--max_rows`) with
+    the surrogate `surrogate_for` picks; `--surrogate` alone or `--frozen` alone change the spec's environment."""
+    if not any(getattr(source, name) is not None for name in EVALUATE_FLAGS):
+        return None
+    settings = dict(spec.environment_settings or {})
+    if source.frozen:
+        settings["active"] = False
+    if all(getattr(source, name) is None for name in ROW_FLAGS):
+        if source.surrogate is not None:
+            settings["surrogate_kind"] = source.surrogate
+        return inputs_from_spec(replace(spec, environment_settings=settings or None))
+    rows, where = rows_to_play(source, choice.max_rows)
+    settings["surrogate_kind"] = surrogate_for(rows, source.surrogate or settings.get("surrogate_kind"), where)
+    return inputs_from_spec(replace(spec, environment_settings=settings), rows=rows, split=where)

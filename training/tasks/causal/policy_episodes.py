@@ -1,23 +1,24 @@
-"""Held-out evaluation of causal policies: an LM's (or a baseline's) episodes in `CausalEnv`, one record each.
+"""Held-out evaluation of causal policies: an LM's (or a baseline's) episodes in `CausalEnv`, each read into its
+measures.
 
 `lm_episodes` plays a language model's episodes through the one tool loop every held-out evaluation uses
 (training/evaluation/tool_loop.py: exactly as GRPO samples them, TRL 1.16's `_tool_call_loop`; greedy or sampled as
 its `EpisodeSettings` say, a sampled episode from its own stream `episode_seed(seed, row, k)`), and reads each
-finished environment into a record.
+finished environment's trace into the episode's measures.
 
 Episodes are paired across policies: episode k of row r resets the environment with seed `environment_seed(r, k)`,
 the seed `run_policy` (training.tasks.causal.policies.play) gives the baselines' episode k. So two policies' episode k
 on a row start from the same observational data and draw the same noise for the same calls.
 
-Each record (`episode_record`) holds the row's identity, the policy, the episode's final regret, parent F1 of the
-final posterior's MAP parent set, cumulative information gain (nats), final entropy, every reward component and the
-weighted reward, the invalid calls by kind (environment refusals) and the malformed calls (tool-layer refusals), the
-calls made, the final posterior's parent marginals P(X_j ∈ Pa(target)) (`parent_marginals`), the best E[target | do]
-the episode reached (`best_expected`, against the SCM's `optimum` and `goal`) and its valid interventions per variable
-(`interventions_on`), and the shares of its valid calls that made the teacher's choice and the one-step rule's
-(`teacher_agreement`, `one_step_agreement`, None without valid calls; each call's `follows_teacher` and
-`follows_one_step` in the call log). `mean_metrics` reduces records to means; `training.tasks.causal.results.summary_table` prints
-them per policy.
+Each episode's measures (`episode_measures`, what an evaluation keeps as the episode's `extra`) hold the row's
+identity, the policy, the episode's final regret, parent F1 of the final posterior's MAP parent set, cumulative
+information gain (nats), final entropy, every reward component and the weighted reward, the invalid calls by kind
+(environment refusals) and the malformed calls (tool-layer refusals), the calls made, the final posterior's parent
+marginals P(X_j ∈ Pa(target)) (`parent_marginals`), the best E[target | do] the episode reached (`best_expected`,
+against the SCM's `optimum` and `goal`) and its valid interventions per variable (`interventions_on`), and the shares
+of its valid calls that made the teacher's choice and the one-step rule's (`teacher_agreement`, `one_step_agreement`,
+None without valid calls; each call's `follows_teacher` and `follows_one_step` in the call log). `mean_metrics`
+reduces them to means; `training.tasks.causal.compare_tables.summary_table` prints them per policy.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.tool_loop import play_episodes
 from training.errors import BadInputError
 from training.evaluation.pairing_seeds import environment_seed
+from training.evaluation.progress import episode_bar
 from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policies.policy_catalogue import POLICIES
@@ -39,26 +41,26 @@ SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", *COMPONENTS, "inva
                 "calls")
 
 
-def episode_record(record, row: dict, row_index: int, episode: int, policy: str, weights: dict | None = None,
-                   malformed: Counter | None = None) -> dict:
-    """One JSON-ready record of a finished episode (`EpisodeRecord`, read through `CausalEnv.record`)."""
-    components = episode_rewards(record)
+def episode_measures(trace, row: dict, row_index: int, episode: int, policy: str, weights: dict | None = None,
+                     malformed: Counter | None = None) -> dict:
+    """The JSON-ready measures of a finished episode, from its trace (`EpisodeTrace`, `CausalEnv.trace`)."""
+    components = episode_rewards(trace)
     calls = [{"tool": s.tool, **s.arguments, "valid": s.valid, "follows_teacher": s.follows_teacher,
-              "follows_one_step": s.follows_one_step} for s in record.steps]
+              "follows_one_step": s.follows_one_step} for s in trace.steps]
     malformed = malformed or Counter()
     return {
         "policy": policy, "row": row_index, "episode": episode, "env_seed": environment_seed(row, episode),
         "scm_seed": row.get("scm_seed"), "family": row.get("family"), "mechanism": row.get("mechanism"),
-        "n_vars": row.get("n_vars"), "budget": record.budget,
-        "regret": record.regret, "parent_f1": record.parent_f1, "info_gain": record.info_gain,
-        "final_entropy": record.final_entropy, "reward": weighted_reward(components, weights), **components,
-        "invalid_calls": float(sum(record.invalid.values())), "invalid": dict(record.invalid),
+        "n_vars": row.get("n_vars"), "budget": trace.budget,
+        "regret": trace.regret, "parent_f1": trace.parent_f1, "info_gain": trace.info_gain,
+        "final_entropy": trace.final_entropy, "reward": weighted_reward(components, weights), **components,
+        "invalid_calls": float(sum(trace.invalid.values())), "invalid": dict(trace.invalid),
         "malformed_calls": float(sum(malformed.values())), "malformed": dict(malformed),
-        "calls": float(record.used), "call_log": calls,
-        "teacher_agreement": record.agreement("teacher"), "one_step_agreement": record.agreement("one_step"),
-        "parent_marginals": dict(record.final_posterior.marginals),
-        "goal": record.scm.goal, "best_expected": record.best_expected, "optimum": record.optimum,
-        "interventions_on": dict(Counter(s.intervention[0] for s in record.steps if s.intervention is not None)),
+        "calls": float(trace.used), "call_log": calls,
+        "teacher_agreement": trace.agreement("teacher"), "one_step_agreement": trace.agreement("one_step"),
+        "parent_marginals": dict(trace.final_posterior.marginals),
+        "goal": trace.scm.goal, "best_expected": trace.best_expected, "optimum": trace.optimum,
+        "interventions_on": dict(Counter(s.intervention[0] for s in trace.steps if s.intervention is not None)),
     }
 
 
@@ -100,15 +102,18 @@ def supported_policies(given: str | None, surrogate: str, n_vars: int = 0) -> li
 
 
 def baseline_episodes(name: str, rows: list[dict], episodes: int, surrogate: str = "exact",
-                      weights: dict | None = None) -> list[dict]:
-    """Records of baseline `name` (a `POLICIES` name) on every row, episodes 0 .. episodes-1."""
+                      weights: dict | None = None, progress: str | None = None) -> list[dict]:
+    """Records of baseline `name` (a `POLICIES` name) on every row, episodes 0 .. episodes-1; `progress`: the label
+    of the bar of episodes done."""
     if name not in POLICIES:
         raise ValueError(f"baseline: must be one of {sorted(POLICIES)}, got {name!r}")
     policy = POLICIES[name]()
     out = []
-    for i, row in enumerate(rows):
-        for k in range(episodes):
-            out.append(episode_record(run_policy(policy, row, k, surrogate), row, i, k, name, weights))
+    with episode_bar(len(rows) * episodes, progress) as bar:
+        for i, row in enumerate(rows):
+            for k in range(episodes):
+                out.append(episode_measures(run_policy(policy, row, k, surrogate), row, i, k, name, weights))
+                bar.update(1)
     return out
 
 
@@ -118,11 +123,12 @@ def causal_reset(env, row: dict, sample: int):
 
 
 def lm_episodes(model, tokenizer, rows: list[dict], settings: EpisodeSettings, *, env_factory=CausalEnv,
-                policy: str = "lm", weights: dict | None = None) -> list[dict]:
+                policy: str = "lm", weights: dict | None = None, progress: str | None = None) -> list[dict]:
     """Records of `settings.episodes_per_row` episodes per row played by `model` through the one tool loop
-    (training/evaluation/tool_loop.py; see the module docstring)."""
-    played = play_episodes(model, tokenizer, rows, env_factory, settings, reset=causal_reset)
-    return [episode_record(ep.env.record, rows[ep.row], ep.row, ep.sample, policy, weights, ep.malformed)
+    (training/evaluation/tool_loop.py; see the module docstring); `progress`: the label of the bar of episodes
+    done."""
+    played = play_episodes(model, tokenizer, rows, env_factory, settings, reset=causal_reset, progress=progress)
+    return [episode_measures(ep.env.trace, rows[ep.row], ep.row, ep.sample, policy, weights, ep.malformed)
             for ep in played]
 
 

@@ -199,7 +199,7 @@ def refused_call(name: str, scm: SCM, budget: int) -> float:
 
 # ---- episodes ------------------------------------------------------------------------------------------------------
 def episode_steps(record) -> list[Step | None]:
-    """A `Step` per call of an `EpisodeRecord` (read through `CausalEnv.record`, so posteriors are settled); None
+    """A `Step` per call of an `EpisodeTrace` (read through `CausalEnv.trace`, so posteriors are settled); None
     for a refused call."""
     out, history = [], []
     for s in record.steps:
@@ -208,7 +208,7 @@ def episode_steps(record) -> list[Step | None]:
             continue
         if s.posterior_after is None or s.posterior_before is None:
             raise ValueError(f"step {len(out)} ({s.tool} {s.arguments}) has no posterior yet: read the record "
-                             "through CausalEnv.record, which applies the queued surrogate updates")
+                             "through CausalEnv.trace, which applies the queued surrogate updates")
         out.append(Step(record.scm, s.posterior_before, s.posterior_after, s.intervention, s.rows, tuple(history),
                         record.budget, s.expected_info_gain))
         history.append(s.intervention)

@@ -24,10 +24,10 @@ def _component(name: str):
         if len(environments) != len(completions):
             raise ValueError(f"reward {name!r}: {len(environments)} environments for {len(completions)} completions")
         for i, env in enumerate(environments):
-            if not hasattr(env, "record") or env.record is None:
+            if not hasattr(env, "trace") or env.trace is None:
                 raise ValueError(f"reward {name!r}: rollout {i}'s environment {type(env).__name__} has no causal "
-                                 "episode record (reset not called, or not a CausalEnv)")
-        return [episode_rewards(env.record)[name] for env in environments]
+                                 "episode trace (reset not called, or not a CausalEnv)")
+        return [episode_rewards(env.trace)[name] for env in environments]
 
     reward.__name__ = reward.__qualname__ = name
     reward.__doc__ = f"The episode's `{name}` component (training.tasks.causal.reward_components), one float per rollout."

@@ -3,7 +3,7 @@
 An episode's state after its calls is a function of its row (SCM, seed, budget, initial rows, in-degree bound), the
 environment's settings (surrogate kind, frozen or not) and its valid calls in order: the samples come from the
 row's seeded generator, the surrogate is updated with them, and the belief's and the lookahead's draws are seeded by
-(seed, updates) and (seed, call index) (`belief_rng`, `env._look_ahead`). A GRPO group's rollouts share a row, so
+(seed, updates) and (seed, call index) (`belief_rng`, `lookahead.look_ahead`). A GRPO group's rollouts share a row, so
 they start in the same state and often make the same first calls, each computing the same options again.
 `SharedWork` keeps the two costly results, the options of a belief (`Belief.of`) and a call's expected information
 gain, under that state, so a state is worked out once a process.

@@ -20,7 +20,7 @@ nonlinear (every family has nonlinear SCMs), the rest linear-Gaussian; held-out 
 letters, gene names, words such as `yield`, generated codes), where the target stands in the list, its intervention
 ranges and its goal (`scm.names`; "min" one time in four), so that reading the options does not depend on one naming,
 one range or one direction (`styled`). Budget and initial observational samples: the environment's defaults
-(`training.tasks.causal.env.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
+(`training.tasks.causal.row_schema.DEFAULT_BUDGET`, 6 calls, after `DEFAULT_INITIAL_SAMPLES`, 10).
 
 Why at most 8 variables: the exact surrogate's cost per call grows as 2^d (the options' lookahead scores every
 candidate under posterior draws; seconds a call by size: `benchmarks/causal_option_cost.py`, docs/results/causal.md
@@ -39,8 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from training.evaluation.pairing_seeds import STYLE_SEED_KEY, generator, row_seed
+from training.evaluation.progress import episode_bar
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES
+from training.tasks.causal.row_schema import DEFAULT_BUDGET, DEFAULT_INITIAL_SAMPLES, scm_from_json
 from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.scm import names
@@ -56,7 +57,7 @@ def causal_prompt(row: dict) -> list[dict]:
     """Chat messages for a row: the variables, the target and its goal, and the variables that may be set (every
     other one, listed: a small model copies a name from a list more easily than it excludes the target) with
     their range."""
-    scm = SCM.from_json(row["scm_json"])
+    scm = scm_from_json(row["scm_json"])
     ranges = {f"[{lo:g}, {hi:g}]" for lo, hi in scm.ranges.values()}
     if len(ranges) == 1:
         settable = f"one of {', '.join(scm.actionable)} at a time to a value in {ranges.pop()}"
@@ -87,6 +88,8 @@ def styled(scm: SCM, rng: np.random.Generator, style: str | None = None) -> SCM:
 
 
 def scm_row(scm: SCM, seed: int, budget: int = DEFAULT_BUDGET, initial_samples: int = DEFAULT_INITIAL_SAMPLES) -> dict:
+    """The row of an episode of `scm` (its prompt reads the SCM its JSON describes, held by name for the episodes of
+    this process: `row_schema`)."""
     meta = scm.meta
     row = {
         "scm_json": scm.to_json(), "target": scm.target, "goal": scm.goal,
@@ -117,16 +120,18 @@ def make_rows(split: str, stop: int, scm_of: ScmOf, start: int = 0, budget: int 
     """Rows start .. stop-1 of `split` ("train" or "heldout"), the one row maker of every causal command: row i has
     seed `row_seed(split, i)` and plays `scm_of(i, seed)`; `max_parents`, where given, is each row's in-degree bound
     for the exact surrogate; `teacher` adds the teacher's calls (`teacher_calls`, played with `surrogate`). A slice
-    regenerates exactly the rows of the whole."""
+    regenerates exactly the rows of the whole. The teacher's episodes show a bar of those done."""
     rows = []
-    for i in range(start, stop):
-        seed = row_seed(split, i)
-        row = scm_row(scm_of(i, seed), seed=seed, budget=budget, initial_samples=initial_samples)
-        if max_parents is not None:
-            row["max_parents"] = max_parents
-        if teacher:
-            row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate))
-        rows.append(row)
+    with episode_bar(stop - start, f"teacher episodes ({split} rows)" if teacher else None) as bar:
+        for i in range(start, stop):
+            seed = row_seed(split, i)
+            row = scm_row(scm_of(i, seed), seed=seed, budget=budget, initial_samples=initial_samples)
+            if max_parents is not None:
+                row["max_parents"] = max_parents
+            if teacher:
+                row["reference_calls_json"] = json.dumps(teacher_calls(row, surrogate))
+            rows.append(row)
+            bar.update(1)
     return rows
 
 

@@ -23,7 +23,7 @@ What a build does:
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
    at chance).
 4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
-   that make the teacher's choice (`StepRecord.follows_teacher`) must reach `acceptance_bar`, and so must the share of
+   that make the teacher's choice (`CallTrace.follows_teacher`) must reach `acceptance_bar`, and so must the share of
    calls that are valid (a policy that miscopies a name makes a call the environment refuses). The same measure on
    sampled episodes (the recipe's temperature) is recorded beside it, with the share that make the one-step rule's
    choice and the share that repeat the previous call.
@@ -68,7 +68,7 @@ from training.tasks.causal.env import CausalEnv
 from training.tasks.causal.policies.belief_line import IMITABLE_RULES, teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.policy_episodes import lm_episodes
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE
+from training.tasks.causal.episode_source import CAUSAL_RECIPE
 from training.tasks.causal.scm import names
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import DATA_DIR, renamed_as, scm_row

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from training.evaluation.eval_tasks import EvalTask
 from training.run_setup.tasks import Task, register
-from training.tasks.causal import evaluate_options, evaluation_task
-from training.tasks.causal.env import LOGGED_METRICS
+from training.tasks.causal import compare_tables, evaluation_task
+from training.tasks.causal.episode_traces import LOGGED_METRICS
+from training.tasks.causal.episode_source import episode_source
 from training.tasks.causal.policies.policy_catalogue import POLICIES
 from training.tasks.causal.reward_components import COMPONENTS
 from training.tasks.causal.reward_funcs import REWARD_FUNCS
@@ -42,8 +43,10 @@ register(Task(
         baselines={name: (lambda inputs, name=name: name) for name in POLICIES},
         metric_directions=dict(evaluation_task.METRIC_DIRECTIONS),
         heldout_values=evaluation_task.heldout_values,
-        options=evaluate_options.add_options,
-        with_options=evaluate_options.with_options,
+        flags=evaluation_task.add_flags,
+        read_flags=episode_source,
+        with_flags=evaluation_task.with_flags,
+        report=compare_tables.report,
     ),
     # the episodes' means and each reward component's, in every training-step log
     metrics=dict.fromkeys([*LOGGED_METRICS, *(f"rewards/{c}/{stat}" for c in COMPONENTS for stat in ("mean", "std"))],

@@ -36,6 +36,7 @@ import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from training.evaluation.pairing_seeds import corpus_scm_seed
 from training.outputs.atomic import atomic_directory
 from training.run_setup.build_keys import numerics, source_digest
 from training.run_setup.tiny_qwen3 import (
@@ -51,27 +52,27 @@ from training.run_setup.tiny_qwen3 import (
 CAUSAL_MODEL_NAME = "tiny-qwen3-causal"
 VOCAB_SIZE = 2048
 CORPUS_EPISODES = 200
-CORPUS_SEED_OFFSET = 10_000_000  # SCM seeds far from the bundled splits'
 CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
 # words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
 # (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
 PIECES = r' ?(?>[A-Za-z_][A-Za-z0-9_]*)(?!":)|(?<!:) ?[-+]?\d+(?:\.\d+)?'
 
 
-def _episode_text(renderer, seed: int) -> str:
+def _episode_text(renderer, k: int) -> str:
+    """Corpus episode k: its own generator (seed k), the k-th graph family in turn, its SCM seed from the seed rule."""
     from training.tasks.causal.env import CausalEnv, make_causal_env
     from training.tasks.causal.scm.families import FAMILIES, random_scm
     from training.tasks.causal.splits import scm_row, styled
     from training.tool_use.system_prompt import tool_schemas
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(k)
     d = int(rng.integers(3, 11))
     # linear SCMs only: the text is the same for both families, and a nonlinear SCM's numerical optimum (computed at
     # reset) would cost ~1 s per episode
     # random names (`scm.names`, style "random"): no name of the bundled styles or of a user's file becomes a token of
     # its own, so every name is a few pieces, in training as in use, and copying one is one skill
-    scm = styled(random_scm(FAMILIES[seed % 4], d, CORPUS_SEED_OFFSET + seed, "linear"), rng, style="random")
-    row = scm_row(scm, seed=seed, budget=int(rng.integers(1, 21)))
+    scm = styled(random_scm(FAMILIES[k % len(FAMILIES)], d, corpus_scm_seed(k), "linear"), rng, style="random")
+    row = scm_row(scm, seed=k, budget=int(rng.integers(1, 21)))
     # the options' numbers come from the exact surrogate (up to 6 variables; its updates at d = 10 are slow, and
     # the no-op surrogate's line, marginals only, has the same words)
     env = make_causal_env("exact" if d <= 6 else "noop")()

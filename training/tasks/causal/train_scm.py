@@ -4,17 +4,18 @@
         [--budget 6 --initial_samples 10 --train_rows 64 --heldout_rows 128] [any training.train flag]
 
 makes the SCM's train rows (`--train_rows` of them, with the teacher's traces: what forcing and a `--warm_start_steps`
-warm start replay; the recipe's starting policy was built on the bundled rows' traces) and
-held-out rows (`training.tasks.causal.splits.make_rows`), keeps them in OUTPUT_DIR/scm_rows/{train,heldout}.jsonl
-(the run's data: their sha256 is in its recorded recipe, and a resume or `training.evaluate` reads them there), and
-runs `training.train.train` in process on a `Recipe`: the recipe file (`--config`, by default the checkout's
-recipes/causal_cpu.yaml) with the other `training.train` flags, the rows and the environment class handed over as
-objects. The environment is the `--surrogate`'s, by default the one that fits the file (`fitting_surrogate`): exact
-where every mechanism is affine in its parents (up to 16 variables), additive otherwise (up to 12), learned above;
-the run records it as `environment_factory: training.tasks.causal.env.CausalEnv` with `environment_settings:
-{surrogate_kind: ...}`. `--max_parents` sets the surrogate's in-degree bound in the rows. `--train_file` and
-`--heldout_file` are refused (the rows come from the SCM). `--episodes` and `--heldout_episodes` were renamed
-`--train_rows` and `--heldout_rows` (`--episodes` elsewhere counts episodes per row). GRPO's wall-time guard is
+warm start replay; the recipe's starting policy was built on the bundled rows' traces) and held-out rows
+(`training.tasks.causal.splits.make_rows`), keeps them in OUTPUT_DIR/scm_rows/{train,heldout}.jsonl (the run's data:
+their sha256 is in its recorded recipe, and `training.evaluate` reads them there), and runs `training.train.train` in
+process on a `Recipe`: the recipe file (`--config`, by default the checkout's recipes/causal_cpu.yaml) with the other
+`training.train` flags, read by one parser with this command's own (the causal episode flags,
+`training.tasks.causal.episode_source`), the rows and the environment handed over as objects. The environment's
+surrogate is `--surrogate`, by default the one that fits the file (`catalogue.fitting_surrogate`): exact where every
+mechanism is affine in its parents (up to 16 variables), additive otherwise (up to 12), learned above; the run records
+it as `environment_factory: training.tasks.causal.env.CausalEnv` with `environment_settings: {surrogate_kind: ...}`.
+`--max_parents` sets the surrogate's in-degree bound in the rows. `--train_file` and `--heldout_file` are
+refused (the rows come from the SCM). `--episodes` and `--heldout_episodes` were renamed `--train_rows` and
+`--heldout_rows` (`--episodes_per_row` counts episodes per row in the evaluation commands). GRPO's wall-time guard is
 `SCM_WALL_TIME_S` unless `--max_wall_time_s` is given (the recipe's is the main job's).
 """
 
@@ -22,128 +23,100 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from training.errors import BadInputError, bad_input_exits
-from training.run_setup.environment_settings import configured_environment
 from training.run_setup.prompt_datasets import write_split_files
-from training.tasks.causal.env import SURROGATE_KINDS, SURROGATES, CausalEnv, EpisodeError, check_surrogate_fits
-from training.tasks.causal.scm.user_scm import UserSCMError
-from training.tasks.causal.scm_rows import CAUSAL_RECIPE, check_counts, load_scm_file, scm_file_rows
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.episode_source import (
+    CAUSAL_RECIPE,
+    EpisodeSource,
+    add_episode_flags,
+    check_counts,
+    check_scms_fit,
+    episode_source,
+    scm_file_rows,
+    scm_files,
+    scms_surrogate,
+)
 
 ROWS_DIR = "scm_rows"
 # GRPO's wall-time guard when the command line sets none: a user's SCM gets its 48 steps (the recipe's 480 s is the
 # README's 15 minutes for the main job, install included); with the two held-out evaluations, within 20 minutes.
 SCM_WALL_TIME_S = 960
-AFFINE_POINTS = 16  # parent values at which a mechanism is checked for being affine
-
-
+FLAGS = ("scm", "budget", "initial_samples", "train_rows", "heldout_rows", "surrogate", "max_parents")
+DEFAULTS = {"train_rows": 64, "heldout_rows": 128}
 RENAMED = {"--episodes": "--train_rows", "--heldout_episodes": "--heldout_rows"}
+ENVIRONMENT_FIELDS = {"environment_factory", "environment_settings"}
 
 
 class Renamed(argparse.Action):
     """A flag that was renamed: refused, naming the new one."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        raise BadInputError(f"{option_string}: renamed {RENAMED[option_string]} (rows of the SCM; --episodes counts "
-                            "episodes per row in the evaluation commands)")
+        raise BadInputError(f"{option_string}: renamed {RENAMED[option_string]} (rows of the SCM; --episodes_per_row "
+                            "counts episodes per row in the evaluation commands)")
 
 
-def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """(this command's flags, the flags for training.train: --output_dir and --config among them)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    parser.add_argument("--scm", required=True, help="the SCM file (YAML, training.tasks.causal.scm.user_scm)")
-    parser.add_argument("--budget", type=int, default=None, help="calls per episode")
-    parser.add_argument("--initial_samples", type=int, default=None, help="observational rows at reset")
-    parser.add_argument("--train_rows", type=int, default=64, help="train rows (episodes of the SCM)")
-    parser.add_argument("--heldout_rows", type=int, default=128,
-                        help="held-out rows (episodes of the SCM: the units of the end-of-run comparison; the recipe "
-                             "compares over at most heldout_max_samples of them, 128)")
+def add_flags(parser) -> None:
+    """This command's own flags, beside training.train's: the causal episode flags `FLAGS`."""
+    group = parser.add_argument_group("the SCM's rows (training.tasks.causal.episode_source)")
+    add_episode_flags(group, FLAGS, DEFAULTS)
     for old in RENAMED:
-        parser.add_argument(old, action=Renamed, help=f"renamed {RENAMED[old]}")
-    parser.add_argument("--surrogate", choices=[s for s in SURROGATES if s != "noop"], default=None,
-                        help="the environment's surrogate (default: the one that fits the file: exact for affine "
-                             "mechanisms, additive otherwise, learned above 12 or 16 variables)")
-    parser.add_argument("--max_parents", type=int, default=None,
-                        help="the in-degree bound of the exact and additive surrogates (default: none up to 10 "
-                             "variables, 7 for additive; 3 above)")
-    args, rest = parser.parse_known_args(argv)
-    given = {flag.split("=", 1)[0] for flag in rest if flag.startswith("--")}
-    if "--output_dir" not in given:
+        group.add_argument(old, action=Renamed, help=argparse.SUPPRESS)
+
+
+def check_given(given: frozenset[str], source: EpisodeSource) -> None:
+    """What the command line must and must not set."""
+    if source.scm is None:
+        raise BadInputError("--scm: required (the SCM file whose rows the run trains and evaluates on)")
+    if "output_dir" not in given:
         raise BadInputError("--output_dir: required (the run's directory, which also keeps the rows)")
-    clash = sorted(given & {"--train_file", "--heldout_file"})
+    clash = sorted(given & {"train_file", "heldout_file"})
     if clash:
-        raise BadInputError(f"{', '.join(clash)}: the rows come from --scm; run training.train for your own rows")
-    if given & {"--environment_factory", "--environment_settings"} and args.surrogate is not None:
+        raise BadInputError(f"{', '.join('--' + c for c in clash)}: the rows come from --scm; run training.train for "
+                            "your own rows")
+    if given & ENVIRONMENT_FIELDS and source.surrogate is not None:
         raise BadInputError("--surrogate and --environment_factory / --environment_settings: give one of them")
-    args.environment = not given & {"--environment_factory", "--environment_settings"}
-    return args, rest
 
 
-def affine(mechanism, rng: np.random.Generator) -> bool:
-    """Whether `mechanism` is affine in its parents: an affine fit at `AFFINE_POINTS` parent values leaves no residual
-    beyond rounding."""
-    if not mechanism.parents:
-        return True
-    x = rng.uniform(-3.0, 3.0, size=(AFFINE_POINTS, len(mechanism.parents)))
-    y = np.broadcast_to(np.asarray(mechanism(dict(zip(mechanism.parents, x.T))), dtype=float), (AFFINE_POINTS,))
-    design = np.column_stack([np.ones(AFFINE_POINTS), x])
-    residual = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
-    return bool(np.all(np.isfinite(y)) and np.abs(residual).max() <= 1e-8 * max(1.0, np.abs(y).max()))
-
-
-def fitting_surrogate(scm) -> str:
-    """The surrogate that fits an SCM: exact where every mechanism is affine (up to its size limit), additive
-    otherwise (up to its limit), learned beyond."""
-    rng = np.random.default_rng(0)
-    wanted = "exact" if all(affine(m, rng) for m in scm.mechanisms.values()) else "additive"
-    limit = SURROGATE_KINDS[wanted].max_vars
-    return wanted if limit is None or scm.d <= limit else "learned"
-
-
-def scm_run_rows(args: argparse.Namespace) -> dict[str, list[dict]]:
-    """The SCM's train rows (with the teacher's traces) and held-out rows; picks the surrogate (`args.surrogate`)."""
-    budget, initial = check_counts(args.budget, args.initial_samples)
-    if args.train_rows < 1 or args.heldout_rows < 1:
-        raise BadInputError(f"--train_rows and --heldout_rows: must be >= 1, got {args.train_rows} and "
-                            f"{args.heldout_rows}")
-    try:
-        scm = load_scm_file(args.scm)
-    except UserSCMError as err:
-        raise BadInputError(f"--scm: {err}") from None
-    if args.environment:
-        args.surrogate = args.surrogate or fitting_surrogate(scm)
-        try:
-            check_surrogate_fits(args.surrogate, scm.d, args.max_parents)
-        except EpisodeError as err:
-            raise BadInputError(f"--scm {args.scm}: {err}") from None
-    settings = {"max_parents": args.max_parents} if args.max_parents is not None else {}
-    return {"train": scm_file_rows([scm], "train", args.train_rows, budget, initial, teacher=True,
-                                   surrogate=args.surrogate or "exact", **settings),
-            "heldout": scm_file_rows([scm], "heldout", args.heldout_rows, budget, initial, **settings)}
+def scm_run_rows(source: EpisodeSource, own_environment: bool) -> tuple[dict[str, list[dict]], str | None]:
+    """The SCM's train rows (with the teacher's traces) and held-out rows, and the surrogate the run plays when it
+    makes its environment (`--surrogate`, else the one that fits the SCM files; checked to fit them). The teacher
+    plays that surrogate (exact under a recipe's own environment)."""
+    budget, initial = check_counts(source.budget, source.initial_samples)
+    if source.train_rows < 1 or source.heldout_rows < 1:
+        raise BadInputError(f"--train_rows and --heldout_rows: must be >= 1, got {source.train_rows} and "
+                            f"{source.heldout_rows}")
+    scms = scm_files(source.scm)
+    surrogate = None
+    if own_environment:
+        surrogate = source.surrogate or scms_surrogate(scms)
+        check_scms_fit(scms, surrogate, source.max_parents)
+    settings = {"max_parents": source.max_parents} if source.max_parents is not None else {}
+    rows = {"train": scm_file_rows(scms, "train", source.train_rows, budget, initial, teacher=True,
+                                   surrogate=surrogate or "exact", **settings),
+            "heldout": scm_file_rows(scms, "heldout", source.heldout_rows, budget, initial, **settings)}
+    return rows, surrogate
 
 
 def scm_recipe(argv: list[str]):
     """The `Recipe` of a `train_scm` command line: the recipe and flags for `training.train`, the rows (kept under
-    OUTPUT_DIR/scm_rows/, which `train_file` and `heldout_file` name) and the environment class."""
+    OUTPUT_DIR/scm_rows/, which `train_file` and `heldout_file` name) and the environment."""
     from training.run_setup.recipe import read_recipe
 
-    args, rest = split_argv(argv)
-    recipe = read_recipe(rest, default_config=CAUSAL_RECIPE)
-    recipe.argv = list(argv)
-    if not any(arg.split("=")[0] == "--max_wall_time_s" for arg in rest):
-        recipe.training_args.max_wall_time_s = SCM_WALL_TIME_S
-    rows = scm_run_rows(args)
+    recipe = read_recipe(argv, default_config=CAUSAL_RECIPE, command_flags=add_flags,
+                         command_defaults={"max_wall_time_s": SCM_WALL_TIME_S})
+    source = episode_source(recipe.command_flags, DEFAULTS)
+    check_given(recipe.given, source)
+    own_environment = not recipe.given & ENVIRONMENT_FIELDS
+    rows, surrogate = scm_run_rows(source, own_environment)
     out = Path(recipe.training_args.output_dir).expanduser().resolve() / ROWS_DIR
     write_split_files(out, rows)
-    recipe.rows = rows
-    recipe.script_args.train_file = str(out / "train.jsonl")
-    recipe.script_args.heldout_file = str(out / "heldout.jsonl")
-    if args.environment:
-        recipe.environment = configured_environment(CausalEnv, {"surrogate_kind": args.surrogate})
-    return recipe
+    files = {"train_file": str(out / "train.jsonl"), "heldout_file": str(out / "heldout.jsonl")}
+    return replace(recipe, script_args=replace(recipe.script_args, **files), rows=rows,
+                   environment=make_causal_env(surrogate) if own_environment else None)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -15,6 +15,7 @@ import random
 import re
 from pathlib import Path
 
+from training.evaluation.pairing_seeds import styles_seed
 from training.run_setup.prompt_datasets import write_split_files
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "larger_number"
@@ -42,7 +43,7 @@ def make_splits(seed: int = 0, n_train: int = 2000, n_heldout: int = 200) -> tup
     heldout_pairs = pairs[:n_heldout]
     blocked = {frozenset(p) for p in heldout_pairs}
     train_pairs = [p for p in pairs[n_heldout:] if frozenset(p) not in blocked][:n_train]
-    styles = random.Random(seed + 1)
+    styles = random.Random(styles_seed(seed))
     rows = [make_row(a, b, follows_format=styles.random() < 0.5) for a, b in train_pairs + heldout_pairs]
     return rows[: len(train_pairs)], rows[len(train_pairs) :]
 

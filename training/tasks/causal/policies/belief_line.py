@@ -70,7 +70,7 @@ class TeacherPolicy:
         return _choose(belief, choice)
 
 
-IMITABLE_RULES = ("teacher", "one_step")  # `StepRecord.follows_<rule>` says whether a call made that rule's choice
+IMITABLE_RULES = ("teacher", "one_step")  # `CallTrace.follows_<rule>` says whether a call made that rule's choice
 
 
 def teacher(other_share: float = 0.0, rule: str = "teacher") -> TeacherPolicy:

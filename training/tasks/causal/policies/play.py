@@ -13,25 +13,26 @@ from __future__ import annotations
 import json
 
 from training.evaluation.pairing_seeds import POLICY_SEED_KEY, environment_seed, generator
-from training.tasks.causal.env import EpisodeRecord, make_causal_env
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.episode_traces import EpisodeTrace
 from training.tasks.causal.policies.policy_registry import Policy
 
 
-def run_policy(policy: Policy, row: dict, k: int | None, surrogate: str = "exact") -> EpisodeRecord:
+def run_policy(policy: Policy, row: dict, k: int | None, surrogate: str = "exact") -> EpisodeTrace:
     """Play episode `k` of `row` (`environment_seed`) to its budget, the policy's generator seeded alike."""
     seed = environment_seed(row, k)
     env = make_causal_env(surrogate)()
     env.reset(**{**row, "seed": seed})
     rng = generator(seed, POLICY_SEED_KEY)
-    while env.record.used < env.record.budget:
+    while env.trace.used < env.trace.budget:
         call = policy(env, rng)
         if call is None:  # the policy stops, leaving budget unused
             break
         getattr(env, call[0])(**call[1])
-    return env.record
+    return env.trace
 
 
-def episode_messages(prompt: list[dict], record: EpisodeRecord, final_answer: str = "Done.") -> list[dict]:
+def episode_messages(prompt: list[dict], record: EpisodeTrace, final_answer: str = "Done.") -> list[dict]:
     """The episode as chat messages: the prompt (reset's text appended to its last user message), then per call an
     assistant turn in Qwen3's tool-call text format and the tool's reply, then `final_answer`."""
     messages = [dict(m) for m in prompt]

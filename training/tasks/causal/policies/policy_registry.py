@@ -10,7 +10,7 @@ name to: called with no arguments, it returns a fresh policy.
 The order of `POLICIES` is the order the commands print and play the policies in (`evaluate_baselines`' table, its
 `--policies` help, `--baseline` choices), so it must not depend on which module the catalogue happens to import
 first. Each registration therefore carries an explicit `order` (a number: policies sort by it, ties by name), and
-`POLICIES` is kept sorted by it after every registration. The alternative, one list of names in this file, would make
+`POLICIES`, a `training.registries.Registry` like every registry of the stack, keeps that order. The alternative, one list of names in this file, would make
 adding a policy touch two files; numbers with gaps let a new policy go anywhere by naming its own. The shipped ones:
 random 10, range_ends 20, greedy_eig 30, thompson 40, expected_improvement 50, belief_line 60, teacher 70, oracle 80.
 
@@ -24,28 +24,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from training.registries import Registry
 from training.tasks.causal.env import CausalEnv
 
 Call = tuple[str, dict]
 Policy = Callable[[CausalEnv, np.random.Generator], Call | None]  # None: stop, leaving budget unused
 
-POLICIES: dict[str, Callable[[], Policy]] = {}
-ORDER: dict[str, float] = {}  # each registered name's position key
+POLICIES: Registry = Registry("policy")  # name -> factory, in `order`
 
 
 def register_policy(name: str, factory: Callable[[], Policy] | None = None, *, order: float):
-    """Register `factory` under `name` at position `order`; without `factory`, a decorator that does so and returns
-    what it decorates. Registering the same factory at the same order again does nothing; anything else under a name
-    already taken is a ValueError naming it."""
-
-    def register(factory: Callable[[], Policy]) -> Callable[[], Policy]:
-        if name in POLICIES and (POLICIES[name] is not factory or ORDER[name] != order):
-            raise ValueError(f"policy {name!r} is registered twice: {POLICIES[name]!r} (order {ORDER[name]}) and "
-                             f"{factory!r} (order {order})")
-        POLICIES[name], ORDER[name] = factory, order
-        ranked = sorted(POLICIES.items(), key=lambda item: (ORDER[item[0]], item[0]))
-        POLICIES.clear()
-        POLICIES.update(ranked)
-        return factory
-
-    return register if factory is None else register(factory)
+    """Register `factory` under `name` at position `order` (`training.registries.Registry`); without `factory`, a
+    decorator that does so and returns what it decorates."""
+    return POLICIES.add(name, order=order) if factory is None else POLICIES.register(name, factory, order=order)

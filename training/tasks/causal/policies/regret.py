@@ -109,7 +109,7 @@ class ExpectedImprovementPolicy:
         target, sign = env.scm.index[env.scm.target], goal_sign(env)
         noise = rng.standard_normal((NOISE_SAMPLES, env.scm.d))
         index, values = grid_candidates(env, self.grid)
-        done = [s.intervention for s in env.record.steps if s.valid and s.intervention is not None]
+        done = [s.intervention for s in env.trace.steps if s.valid and s.intervention is not None]
         past_index = np.array([env.scm.index[v] for v, _ in done] or [-1])
         past_values = np.array([x for _, x in done] or [0.0])
         all_index, all_values = np.concatenate([index, past_index]), np.concatenate([values, past_values])

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.evaluation.pairing_seeds import drawn_seed
 from training.tasks.causal.belief import NOISE_SAMPLES, NONLINEAR_GRID, Belief, draw_expectations, grid_values
 from training.tasks.causal.policies.policy_registry import register_policy
 from training.tasks.causal.reward_components import DEFAULT_WEIGHTS, balanced_accuracy_of, cell, exploration_unit
@@ -93,7 +94,7 @@ class RolloutPolicy:
             raise ValueError("rollout: the environment has shown no options yet (call reset first)")
         if not belief.known:
             return "observe", {}
-        scm, record = env.scm, env.record
+        scm, record = env.scm, env.trace
         left = record.budget - record.used
         ranked = sorted(belief.candidates, key=lambda o: o.score, reverse=True)[: self.candidates]
         if left == 1 or len(ranked) == 1:
@@ -122,5 +123,5 @@ class RolloutPolicy:
             e = sign * draw_expectations(model, t, index, values, noise)
             worlds.append(SimulatedWorld(model, float(e[:-1].max() - e[:-1].min()), float(e[-1]),
                                          {scm.variables[j] for j in model.parents[t]}, noise,
-                                         int(rng.integers(2**63))))
+                                         drawn_seed(rng)))
         return worlds

@@ -44,7 +44,7 @@ class RangeEndsPolicy:
 
     def __call__(self, env: CausalEnv, rng: np.random.Generator) -> Call:
         scm = env.scm
-        made = set(env.record.interventions)
+        made = set(env.trace.interventions)
         ends = [(v, float(end)) for v in scm.actionable for end in scm.ranges[v]]
         unset = [c for c in ends if c[0] not in {v for v, _ in made}]
         fresh = [c for c in ends if c not in made]
@@ -65,7 +65,7 @@ class OraclePolicy:
             others = {p: best_value(scm, p) for p in sorted(scm.parents()) if p != best.variable}
             ranked = sorted(others.values(), key=lambda o: o.expected, reverse=scm.goal == "max")
             self._key, self._plan = key, [best, *ranked]
-        call = self._plan[env.record.used % len(self._plan)]
+        call = self._plan[env.trace.used % len(self._plan)]
         return "intervene", {"variable": call.variable, "value": call.value}
 
 

@@ -97,7 +97,10 @@ def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray,
     return out
 
 
-@numba.njit(cache=True, fastmath={"contract"}, error_model="numpy")
+_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
+
+
+@numba.njit(**_JIT)
 def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, m2, base, count, mean,
             delta, weight, out):  # pragma: no cover - compiled; its values are tested through `node_scores`
     f = FEATURES  # a compile-time constant, so that the F x F loops are unrolled
@@ -119,103 +122,153 @@ def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_pri
     r = np.zeros(f)
     low = np.zeros((f, f))
     for b in range(len(base)):
-        mb, w, n = m2[base[b]], weight[b], count[b]
-        for a in range(n_feat):
-            var = mb[a, a] + w * delta[b, a] * delta[b, a]
-            sd = np.sqrt(var / max(n, 1.0))
-            inv[a] = root_prior[a] / sd if sd > rel_sd * abs(mean[b, a]) else 0.0
-        q0 = mb[own, own] + w * delta[b, own] * delta[b, own]
-        ybar = mean[b, own]
-        if not (n >= 2 and q0 > rel_sd * rel_sd * n * ybar * ybar):
+        n = count[b]
+        q0 = _scaled_moments(m2[base[b]], weight[b], n, delta[b], mean[b], own, root_prior, rel_sd, inv, gram, cross)
+        if q0 < 0:
             continue  # uninformative: every score 0
-        for a in range(n_feat):
-            cross[a] = (mb[a, own] + w * delta[b, a] * delta[b, own]) * inv[a]
-            for e in range(n_feat):
-                gram[a, e] = (mb[a, e] + w * delta[b, a] * delta[b, e]) * inv[a] * inv[e]
         q0_safe = q0 if q0 > 0 else 1.0
         half_nu = 0.5 * (n - 1.0)
         for s in range(sets):
             k, j0 = size[s], last[s]
             if k == 1:
-                for i in range(f):
-                    for e in range(f):
-                        c[i, e] = gram[j0 + i, j0 + e]
-                    c[i, i] += 1.0
-                    r[i] = cross[j0 + i]
+                _first_block(gram, cross, j0, c, r)
                 logdet_p, quad_p = 0.0, 0.0
             else:
-                p, q, m0 = prefix[s], sibling[s], before_last[s]
-                for i in range(f):
-                    for e in range(f):
-                        acc = gram[m0 + i, j0 + e]
-                        for h in range(f * (k - 2)):
-                            acc -= x_rows[p, h, i] * x_rows[q, h, e]
-                        t[i, e] = acc
-                for i in range(f):  # x = N_P^-1 t (lower triangular)
-                    for e in range(f):
-                        acc = 0.0
-                        for h in range(i + 1):
-                            acc += n_inv[p, i, h] * t[h, e]
-                        x[i, e] = acc
-                for i in range(f):  # C = C_Q - x'x (lower half), r = r_Q - x' z_P
-                    for e in range(i + 1):
-                        acc = schur[q, i, e]
-                        for h in range(f):
-                            acc -= x[h, i] * x[h, e]
-                        c[i, e] = acc
-                    acc = resid[q, i]
-                    for h in range(f):
-                        acc -= x[h, i] * z[p, h]
-                    r[i] = acc
-                if k < k_max:  # the set's block row, for the sets it is the prefix or sibling of
-                    head = f * (k - 2)
-                    for h in range(head):
-                        for e in range(f):
-                            x_rows[s, h, e] = x_rows[q, h, e]
-                    for h in range(f):
-                        for e in range(f):
-                            x_rows[s, head + h, e] = x[h, e]
+                p, q = prefix[s], sibling[s]
+                _grown_block(s, p, q, k, k_max, before_last[s], j0, gram, x_rows, n_inv, schur, resid, z, t, x, c, r)
                 logdet_p, quad_p = logdet[p], quad[p]
-            det_root = 1.0  # det N: a product of roots >= 1 (C >= I), one log for the set
-            for e in range(f):  # C = N N'
-                acc = c[e, e]
-                for h in range(e):
-                    acc -= low[e, h] * low[e, h]
-                root = np.sqrt(acc)
-                low[e, e] = root
-                det_root *= root
-                for i in range(e + 1, f):
-                    acc = c[i, e]
-                    for h in range(e):
-                        acc -= low[i, h] * low[e, h]
-                    low[i, e] = acc / root
-            total = quad_p
-            if k < k_max:  # what the next size reads: N^-1, C, r and z
-                for i in range(f):
-                    n_inv[s, i, i] = 1.0 / low[i, i]
-                    for e in range(i):
-                        acc = 0.0
-                        for h in range(e, i):
-                            acc += low[i, h] * n_inv[s, h, e]
-                        n_inv[s, i, e] = -acc / low[i, i]
-                for i in range(f):
-                    acc = 0.0
-                    for h in range(i + 1):
-                        acc += n_inv[s, i, h] * r[h]
-                    z[s, i] = acc
-                    total += acc * acc
-                    resid[s, i] = r[i]
-                    for e in range(i + 1):
-                        schur[s, i, e] = c[i, e]
-                        schur[s, e, i] = c[i, e]
-            else:  # z = N^-1 r by forward substitution
-                for i in range(f):
-                    acc = r[i]
-                    for h in range(i):
-                        acc -= low[i, h] * t[h, 0]
-                    t[i, 0] = acc / low[i, i]
-                    total += t[i, 0] * t[i, 0]
+            det_root = _cholesky(c, low)
+            if k < k_max:
+                total = quad_p + _kept_for_next_size(s, low, c, r, n_inv, schur, resid, z)
+            else:
+                total = quad_p + _solved_norm(low, r, t)
             logdet[s] = logdet_p + 2.0 * np.log(det_root)
             quad[s] = total
             ratio = min(max(1.0 - total / q0_safe, 1e-300), 1.0)
             out[b, cols[s]] = -0.5 * logdet[s] - half_nu * np.log(ratio)
+
+
+@numba.njit(**_JIT)
+def _scaled_moments(mb, w, n, delta_b, mean_b, own, root_prior, rel_sd, inv, gram, cross):  # pragma: no cover
+    """Fill `gram` and `cross` with one data set's scaled Gram and its cross column to v; v's sum of squares, or -1
+    when the data set is uninformative (fewer than 2 rows, or v constant on them)."""
+    n_feat = len(inv)
+    for a in range(n_feat):
+        var = mb[a, a] + w * delta_b[a] * delta_b[a]
+        sd = np.sqrt(var / max(n, 1.0))
+        inv[a] = root_prior[a] / sd if sd > rel_sd * abs(mean_b[a]) else 0.0
+    q0 = mb[own, own] + w * delta_b[own] * delta_b[own]
+    ybar = mean_b[own]
+    if not (n >= 2 and q0 > rel_sd * rel_sd * n * ybar * ybar):
+        return -1.0
+    for a in range(n_feat):
+        cross[a] = (mb[a, own] + w * delta_b[a] * delta_b[own]) * inv[a]
+        for e in range(n_feat):
+            gram[a, e] = (mb[a, e] + w * delta_b[a] * delta_b[e]) * inv[a] * inv[e]
+    return q0
+
+
+@numba.njit(**_JIT)
+def _first_block(gram, cross, j0, c, r):  # pragma: no cover
+    """A one-member set: C = I + its Gram block, r its cross block."""
+    f = FEATURES
+    for i in range(f):
+        for e in range(f):
+            c[i, e] = gram[j0 + i, j0 + e]
+        c[i, i] += 1.0
+        r[i] = cross[j0 + i]
+
+
+@numba.njit(**_JIT)
+def _grown_block(s, p, q, k, k_max, m0, j0, gram, x_rows, n_inv, schur, resid, z, t, x, c, r):  # pragma: no cover
+    """A set of k >= 2 members from its prefix p and sibling q: x, C (lower half) and r; its block row kept."""
+    f = FEATURES
+    for i in range(f):
+        for e in range(f):
+            acc = gram[m0 + i, j0 + e]
+            for h in range(f * (k - 2)):
+                acc -= x_rows[p, h, i] * x_rows[q, h, e]
+            t[i, e] = acc
+    for i in range(f):  # x = N_P^-1 t (lower triangular)
+        for e in range(f):
+            acc = 0.0
+            for h in range(i + 1):
+                acc += n_inv[p, i, h] * t[h, e]
+            x[i, e] = acc
+    for i in range(f):  # C = C_Q - x'x (lower half), r = r_Q - x' z_P
+        for e in range(i + 1):
+            acc = schur[q, i, e]
+            for h in range(f):
+                acc -= x[h, i] * x[h, e]
+            c[i, e] = acc
+        acc = resid[q, i]
+        for h in range(f):
+            acc -= x[h, i] * z[p, h]
+        r[i] = acc
+    if k < k_max:  # the set's block row, for the sets it is the prefix or sibling of
+        head = f * (k - 2)
+        for h in range(head):
+            for e in range(f):
+                x_rows[s, h, e] = x_rows[q, h, e]
+        for h in range(f):
+            for e in range(f):
+                x_rows[s, head + h, e] = x[h, e]
+
+
+@numba.njit(**_JIT)
+def _cholesky(c, low):  # pragma: no cover
+    """C = N N' into `low`; det N: a product of roots >= 1 (C >= I), so that a set takes one log."""
+    f = FEATURES
+    det_root = 1.0
+    for e in range(f):
+        acc = c[e, e]
+        for h in range(e):
+            acc -= low[e, h] * low[e, h]
+        root = np.sqrt(acc)
+        low[e, e] = root
+        det_root *= root
+        for i in range(e + 1, f):
+            acc = c[i, e]
+            for h in range(e):
+                acc -= low[i, h] * low[e, h]
+            low[i, e] = acc / root
+    return det_root
+
+
+@numba.njit(**_JIT)
+def _kept_for_next_size(s, low, c, r, n_inv, schur, resid, z):  # pragma: no cover
+    """What the next size reads of set s: N^-1, C, r and z = N^-1 r; returns |z|^2."""
+    f = FEATURES
+    for i in range(f):
+        n_inv[s, i, i] = 1.0 / low[i, i]
+        for e in range(i):
+            acc = 0.0
+            for h in range(e, i):
+                acc += low[i, h] * n_inv[s, h, e]
+            n_inv[s, i, e] = -acc / low[i, i]
+    total = 0.0
+    for i in range(f):
+        acc = 0.0
+        for h in range(i + 1):
+            acc += n_inv[s, i, h] * r[h]
+        z[s, i] = acc
+        total += acc * acc
+        resid[s, i] = r[i]
+        for e in range(i + 1):
+            schur[s, i, e] = c[i, e]
+            schur[s, e, i] = c[i, e]
+    return total
+
+
+@numba.njit(**_JIT)
+def _solved_norm(low, r, t):  # pragma: no cover
+    """|N^-1 r|^2 by forward substitution (a set of the largest size: nothing is kept)."""
+    f = FEATURES
+    total = 0.0
+    for i in range(f):
+        acc = r[i]
+        for h in range(i):
+            acc -= low[i, h] * t[h, 0]
+        t[i, 0] = acc / low[i, i]
+        total += t[i, 0] * t[i, 0]
+    return total

@@ -22,6 +22,7 @@ import time
 import numpy as np
 import torch
 
+from training.evaluation.pairing_seeds import data_set_seed
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.structure_metrics import (
     brier_score,
@@ -54,14 +55,14 @@ def grid_data(scm: SCM, n: int, kind: str, seed: int) -> tuple[np.ndarray, np.nd
 
 def grid(rows: list[dict], kinds: list[str], sizes: list[int], seeds: int) -> list[dict]:
     """One result per (mechanism family, data kind, rows, surrogate): Brier, ECE, MAP parent F1 (mean ± std)."""
-    from training.tasks.causal.env import build_surrogate
+    from training.tasks.causal.surrogates.catalogue import build_surrogate
 
     out = []
     for family in sorted({r["mechanism"] for r in rows}):
         scms = [SCM.from_json(r["scm_json"]) for r in rows if r["mechanism"] == family]
         for data in ("observational", "random"):
             for n in sizes:
-                sets = [(scm, grid_data(scm, n, data, 1000 * i + s)) for i, scm in enumerate(scms)
+                sets = [(scm, grid_data(scm, n, data, data_set_seed(i, s))) for i, scm in enumerate(scms)
                         for s in range(seeds)]
                 for kind in kinds:
                     probs, truth, f1s, briers = [], [], [], []
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
             for seed in range(args.seeds):
                 sur = ExactSurrogate(scm.variables, scm.target) if kind == "exact" else LearnedSurrogate(
                     scm.variables, scm.target)
-                for batch in episode_data(scm, args.budget, row["initial_samples"], 1000 * row["seed"] + seed):
+                for batch in episode_data(scm, args.budget, row["initial_samples"], data_set_seed(row["seed"], seed)):
                     t0 = time.perf_counter()
                     sur.update(*batch)
                     times.append(time.perf_counter() - t0)

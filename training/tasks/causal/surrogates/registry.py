@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from training.registries import Registry
+
 
 @dataclass(frozen=True)
 class SurrogateKind:
@@ -21,10 +23,8 @@ class SurrogateKind:
     lookahead: bool  # has a batched `what_if_many`
 
 
-KINDS: dict[str, SurrogateKind] = {}
+KINDS: Registry = Registry("surrogate")  # name -> SurrogateKind (`training.registries.Registry`)
 
 
 def register_surrogate(kind: SurrogateKind) -> None:
-    if kind.name in KINDS and KINDS[kind.name] != kind:
-        raise ValueError(f"surrogate {kind.name!r} is registered twice")
-    KINDS[kind.name] = kind
+    KINDS.register(kind.name, kind)

@@ -78,7 +78,7 @@ def check_variables(variables: list[str], target: str, name: str, max_vars: int 
         raise ValueError(f"variables: a surrogate needs at least 2 variables, got {len(variables)}")
     if max_vars is not None and len(variables) > max_vars:
         raise ValueError(f"variables: the {name} surrogate handles up to {max_vars} variables, got {len(variables)} "
-                         "(training.tasks.causal.env.check_surrogate_fits names one that handles them)")
+                         "(training.tasks.causal.surrogates.catalogue.check_surrogate_fits names one that handles them)")
 
 
 def entropy_nats(p: np.ndarray) -> float:

@@ -1,5 +1,6 @@
-"""`training.tasks.causal.results`, the causal view of `training.compare` on evaluation directories: tables across
-seeds, the paired test of each difference over SCMs (not episodes), Holm within each metric, the pooled causal table."""
+"""The causal task's tables over `training.compare` on evaluation directories (training/tasks/causal/compare_tables.py):
+tables across seeds, the paired test of each difference over SCMs (not episodes), Holm within each metric, the pooled
+causal table."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,8 @@ from training.analysis.comparison import ComparisonError
 from training.evaluation.episodes import write_episodes
 from training.tasks.causal.evaluation_task import METRIC_DIRECTIONS, as_episode
 from training.analysis.compared_runs import RunDirError, load_runs
-from training.tasks.causal.results import ResultsInputError, compare_policies, main, significance
+from training.compare import main as compare
+from training.tasks.causal.compare_tables import compare_policies, significance
 
 
 def load_policies(specs: list[str]):
@@ -31,7 +33,8 @@ def record(row: int, k: int, regret: float, parent_f1: float = 0.5, info_gain: f
 def write_eval(path, records: list[dict]):
     """An evaluation directory (eval.jsonl, eval_summary.json) of causal records, as `training.evaluate` writes one."""
     sampled = records[0]["decoding"] != "greedy"
-    write_episodes(path, [as_episode(r, 0, sampled) for r in records], {"metric_directions": METRIC_DIRECTIONS})
+    write_episodes(path, [as_episode(r, 0, sampled) for r in records], {"task": "causal",
+                                                                        "metric_directions": METRIC_DIRECTIONS})
     return str(path)
 
 
@@ -137,8 +140,9 @@ def test_the_cli_reads_seed_directories_and_prints_the_tables(tmp_path):
         write_eval(tmp_path / f"warm_start_s{s}", policy(0.0, s, 20 + s))
     random = policy(-0.1, 0, 30, decoding="policy")
     write_eval(tmp_path / "random", random)
-    text = main([f"trained={tmp_path}/trained_s*", f"warm_start={tmp_path}/warm_start_s*", f"random={tmp_path}/random",
-                 "--versus", "warm_start"])
+    text = compare([f"trained={tmp_path}/trained_s*", f"warm_start={tmp_path}/warm_start_s*",
+                    f"random={tmp_path}/random", "--baseline", "warm_start", "--out", str(tmp_path / "cmp")])["task_tables"]
+    assert (tmp_path / "cmp" / "causal_tables.md").read_text() == text + "\n"
     lines = text.splitlines()
     assert lines[0] == "Decoding: sampled; baselines: their own policy."
     trained = cells(next(s for s in lines if s.startswith("| trained |")))
@@ -173,17 +177,18 @@ def test_inputs_are_evaluation_directories(tmp_path):
     jsonl = tmp_path / "trained_s0.jsonl"
     jsonl.write_text("{}\n")
     base = write_eval(tmp_path / "base", policy(0.0, 0, 1))
+    out = ["--out", str(tmp_path / "cmp")]
     with pytest.raises(RunDirError, match=f"{jsonl}: not a directory; pass evaluation directories"):
-        main([f"trained={jsonl}", f"base={base}"])
+        compare([f"trained={jsonl}", f"base={base}", *out])
     with pytest.raises(RunDirError, match="matches nothing"):
-        main([f"trained={tmp_path}/nothing*", f"base={base}"])
-    with pytest.raises(ResultsInputError, match="give at least two"):
-        main([f"base={base}"])
-    with pytest.raises(ResultsInputError, match="--versus 'other' is not one of the policies"):
-        main([f"base={base}", f"b={write_eval(tmp_path / 'b', policy(0.0, 0, 2))}", "--versus", "other"])
+        compare([f"trained={tmp_path}/nothing*", f"base={base}", *out])
+    with pytest.raises(ComparisonError, match="need at least 2 models"):
+        compare([f"base={base}", *out])
+    with pytest.raises(ComparisonError, match="--baseline 'other' is not one of the models"):
+        compare([f"base={base}", f"b={write_eval(tmp_path / 'b', policy(0.0, 0, 2))}", "--baseline", "other", *out])
     greedy = write_eval(tmp_path / "greedy", policy(0.0, 0, 3, episodes=1, decoding="greedy"))
     with pytest.raises(ComparisonError, match="greedy episodes .* pair only with greedy ones"):
-        main([f"greedy={greedy}", f"base={base}"])
+        compare([f"greedy={greedy}", f"base={base}", *out])
 
 
 def test_episodes_of_one_scm_are_one_unit_too_few_to_test(tmp_path):
@@ -191,13 +196,13 @@ def test_episodes_of_one_scm_are_one_unit_too_few_to_test(tmp_path):
     a = write_eval(tmp_path / "a", policy(0.0, 0, 1, rows=1, episodes=20))
     b = write_eval(tmp_path / "b", policy(0.3, 0, 2, rows=1, episodes=20))
     with pytest.raises(ComparisonError, match="only 1 rows have a value in every run; need at least 3"):
-        main([f"a={a}", f"b={b}"])
+        compare([f"a={a}", f"b={b}", "--out", str(tmp_path / "cmp")])
 
 
 def test_per_variable_columns_only_for_records_of_one_scm():
     """Final marginals and shares of interventions per variable mean something for one SCM's episodes; pooled over
     SCMs with their own variables (the bundled splits' names vary) they say so instead of listing every name."""
-    from training.tasks.causal.results import summary_table
+    from training.tasks.causal.compare_tables import summary_table
 
     one = [record(0, k, 0.1) for k in range(2)]
     other = {**record(1, 0, 0.2), "parent_marginals": {"PKA": 0.5}, "interventions_on": {"PKA": 2}}

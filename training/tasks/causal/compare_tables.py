@@ -1,17 +1,20 @@
-"""The causal task's tables over `training.compare`'s comparison: policies across training seeds, tested over
-held-out SCMs. The loading (`LABEL=GLOB`), the decoding check and every test are the comparison library's
-(training/analysis/); this module only lays the results out for the causal metrics and adds the pooled causal table.
+"""The causal task's tables over `training.compare`'s comparison (`report`, the causal task's `EvalTask.report`, which
+`python -m training.compare` prints after its own report when the evaluations are the causal task's): policies across
+training seeds, tested over held-out SCMs. The loading (`LABEL=GLOB`), the decoding check and every test are the
+comparison library's (training/analysis/); this module only lays the results out for the causal metrics and adds the
+pooled causal table. (The command `python -m training.tasks.causal.results ... --versus B` it once had is
+`python -m training.compare ... --baseline B`.)
 
-    python -m training.tasks.causal.results trained='runs/causal/eval/trained_s*' \\
-        starting_policy='runs/causal/eval/starting_policy_s*' random=runs/causal/eval/random --versus random
+    python -m training.compare trained='runs/causal/eval/trained_s*' \\
+        starting_policy='runs/causal/eval/starting_policy_s*' random=runs/causal/eval/random --baseline random
 
-is `python -m training.compare` with the same `LABEL=GLOB` arguments, `--baseline random --by mechanism --metric
-regret --metric parent_f1 --metric info_gain --metric score`, laid out as below.
+The tables compare the policies (`LABEL=GLOB` groups) on regret, parent F1, information gain and the score, each
+within each mechanism too, laid out as below.
 
 Each `LABEL=GLOB` is one policy; each directory matching GLOB is an evaluation of one training seed of it, holding
 `eval.jsonl` and `eval_summary.json` (`python -m training.evaluate ... --out DIR`, or a run directory whose held-out
 evaluation wrote them); a baseline has one directory (`training.evaluate --baseline NAME`): it does not train. Every
-number in the first two tables is `training.compare`'s (`compare_metrics`, the labels as its models, `--versus` as its
+number in the first two tables is `training.compare`'s (`compare_metrics`, the labels as its models, `--baseline` as its
 baseline), on final regret (lower is better), parent F1, information gain and the score (the weighted reward), each in
 its own direction:
 
@@ -20,7 +23,7 @@ its own direction:
 * is the difference real: the unit of replication is the SCM (the episode's `row`): its episodes share it and are not
   independent, so each SCM's metric is averaged over its episodes and the policy's seeds, and the paired test (a
   sign-flip permutation test of the mean difference, with its paired t interval; Cohen's d_z) runs over SCMs, Holm-corrected within each
-  metric over every pair of policies; beside it, Welch's t on the per-seed means. Without `--versus`, every pair.
+  metric over every pair of policies; beside it, Welch's t on the per-seed means. Without `--baseline`, every pair.
 
 Episodes are matched by id (row, sample) and seed across all directories (`training.compare`): evaluate every policy
 on the same held-out rows with the same eval seed. The episodes of one decoding are compared: a directory holds one
@@ -37,16 +40,15 @@ final parent marginals and each variable's share of the interventions.
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from training.analysis.compared_runs import ComparedRun, load_runs
+from training.analysis.compared_runs import ComparedRun
 from training.analysis.comparison import compare_metrics, decodings, group_runs, split_by
 from training.evaluation.episodes import SCORE
-from training.errors import BadInputError, bad_input_exits
+from training.errors import BadInputError
 from training.tasks.causal.reward_components import COMPONENTS
 
 METRICS = ("regret", "parent_f1", "info_gain", SCORE)  # compared, each in the direction its evaluation gives it
@@ -66,7 +68,7 @@ def compare_policies(runs: list[ComparedRun], versus: str | None = None) -> dict
         raise ResultsInputError(f"one policy {labels}: give at least two (training.compare compares policies; one "
                                 "policy's own numbers are in its eval_summary.json)")
     if versus is not None and versus not in labels:
-        raise ResultsInputError(f"--versus {versus!r} is not one of the policies {labels}")
+        raise ResultsInputError(f"--baseline {versus!r} is not one of the policies {labels}")
     result = compare_metrics(runs, list(METRICS), baseline=versus)
     by_metric = {result["metric"]: {k: v for k, v in result.items() if k != "by_metric"}, **result["by_metric"]}
     return {m: by_metric[m] for m in METRICS}
@@ -186,37 +188,22 @@ def pooled_records(runs: list[ComparedRun]) -> list[tuple[str, list[dict]]] | No
     return None
 
 
-def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(prog="python -m training.tasks.causal.results",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("policies", nargs="+", help="LABEL=GLOB: the evaluation directories of one policy's seeds")
-    parser.add_argument("--versus", default=None, help="a LABEL to test every policy against (default: every pair)")
-    args = parser.parse_args(argv)
-    runs = load_runs(args.policies, grouped=True)
+def report(runs: list[ComparedRun], baseline: str | None = None) -> str:
+    """The causal tables over `training.compare`'s runs (module docstring), `baseline` the policy every other one is
+    tested against (None: every pair)."""
     played = decodings(runs)
-    results = compare_policies(runs, args.versus)
-    lines = [f"Decoding: {played}.", "", *policy_table(results), "", *significance(results, args.versus)]
+    results = compare_policies(runs, baseline)
+    lines = [f"Decoding: {played}.", "", *policy_table(results), "", *significance(results, baseline)]
     for family, subset in split_by(runs, "mechanism").items() if len(runs[0].episodes) else ():
         try:
-            part = compare_policies(subset, args.versus)
+            part = compare_policies(subset, baseline)
         except BadInputError as err:  # too few SCMs of the family to test
             lines += ["", f"Within mechanism {family}: no comparison ({err})."]
             continue
-        lines += ["", f"Within mechanism {family}:", "", *policy_table(part), "", *significance(part, args.versus)]
+        lines += ["", f"Within mechanism {family}:", "", *policy_table(part), "", *significance(part, baseline)]
     pooled = pooled_records(runs)
     if pooled is not None:
         lines += ["", "Pooled over seeds (episodes, not SCMs):", summary_table(pooled)]
     else:
         lines += ["", "(no best-E[target | do] table: some episodes carry no causal record with its fields)"]
-    text = "\n".join(lines)
-    print(text)
-    return text
-
-
-def cli() -> None:
-    with bad_input_exits():
-        main()
-
-
-if __name__ == "__main__":
-    cli()
+    return "\n".join(lines)
