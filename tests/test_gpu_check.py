@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 PLAN = ["install", "environment", "pytest_gpu", "causal_fp32", "causal_bf16", "sampler_modes", "qwen3_0.6b"]
 
 
+@pytest.mark.slow  # minutes on 2 cores: the default run stays under 15 (README "Tests")
 def test_the_dry_run_rehearses_the_whole_plan_on_cpu(tmp_path):
     out = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--jobs", "2", "--out", str(out)],

@@ -163,6 +163,7 @@ def test_full_disk_during_a_save_stops_with_one_line_naming_the_last_good_checkp
 
 
 # ---- a real kill inside a checkpoint write -------------------------------------------------------------------------
+@pytest.mark.slow  # minutes on 2 cores: the default run stays under 15 (README "Tests")
 def test_sigkill_inside_a_checkpoint_write_resumes_to_the_uninterrupted_result(tmp_path, caplog):
     """The test-only hook SIGKILLs the run after writing half of checkpoint-4's optimizer.pt (save_total_limit=1);
     `--resume_from_checkpoint true` needs no hand cleanup, ends at max_steps with each step logged once and the

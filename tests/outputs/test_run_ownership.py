@@ -189,6 +189,7 @@ def test_a_checkpoint_with_flipped_bytes_is_set_aside_as_corrupt(tmp_path, caplo
 
 
 # ---- the final evaluation and the final save ----------------------------------------------------------------------
+@pytest.mark.slow  # minutes on 2 cores: the default run stays under 15 (README "Tests")
 def test_a_kill_after_the_final_evaluation_is_recorded_keeps_it_in_the_history(tmp_path, caplog):
     out = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()),

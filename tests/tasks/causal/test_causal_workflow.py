@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from training.run_setup.prompt_datasets import load_rows
@@ -19,6 +20,7 @@ TOY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 2, "
        "heldout_samples_per_prompt": 1, "save_steps": 1000}
 
 
+@pytest.mark.slow  # minutes on 2 cores: the default run stays under 15 (README "Tests")
 def test_the_causal_workflow_trains_evaluates_and_compares_every_policy(tmp_path):
     spec = yaml.safe_load((REPO / "workflows" / "causal_main.yaml").read_text())
     spec["seeds"] = [0, 1]
