@@ -262,6 +262,18 @@ def test_a_run_recorded_before_the_log_prob_check_default_resumes_without_accept
         "logp_check_steps": {"from": 0, "to": None}, "logp_diff_warn_threshold": {"from": 0.01, "to": None}}
 
 
+def test_a_field_added_since_the_run_was_recorded_is_no_change_at_its_default(tmp_path):
+    """A run recorded before `step_credit` existed behaved as its default (off): resuming with the default is the same
+    recipe; turning it on is a change that needs acceptance, named with the record's missing value."""
+    recorded_run(tmp_path, learning_rate=0.003)
+    defaults = {"step_credit": False, "step_credit_weight": 1.0}
+    assert check_resume_recipe(tmp_path, {"learning_rate": 0.003, "step_credit": False, "step_credit_weight": 1.0},
+                               None, defaults) == {}
+    with pytest.raises(RecipeChangeError, match=r"step_credit \(None -> True\); pass --accept_recipe_changes step_credit"):
+        check_resume_recipe(tmp_path, {"learning_rate": 0.003, "step_credit": True, "step_credit_weight": 1.0}, None,
+                            defaults)
+
+
 def test_changed_data_under_the_same_file_name_is_refused(tmp_path):
     data = tmp_path / "train.jsonl"
     shutil.copy("data/larger_number/train.jsonl", data)

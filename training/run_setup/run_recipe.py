@@ -13,6 +13,7 @@ resume compares the new one with it before any work.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -80,10 +81,27 @@ def recorded_recipe(output_dir: str | Path) -> dict | None:
         raise RecipeChangeError(f"{path} is unreadable ({err}): the run's recipe cannot be compared") from None
 
 
-def recipe_changes(old: dict, new: dict) -> dict[str, dict]:
-    """Each field whose value differs (bookkeeping of the attempt itself left out), with its old and new value."""
+def recipe_changes(old: dict, new: dict, defaults: dict | None = None) -> dict[str, dict]:
+    """Each field whose value differs (bookkeeping of the attempt itself left out), with its old and new value. A
+    field the run's record lacks (added to the code since) is no change where the new value is its `defaults` entry:
+    the code the run was recorded with behaved as that default does."""
+    defaults = defaults or {}
     fields = sorted((old.keys() | new.keys()) - NOT_COMPARED)
-    return {k: {"from": old.get(k), "to": new.get(k)} for k in fields if old.get(k) != new.get(k)}
+    added_at_default = {k for k in fields if k not in old and k in defaults and new.get(k) == defaults[k]}
+    return {k: {"from": old.get(k), "to": new.get(k)} for k in fields
+            if old.get(k) != new.get(k) and k not in added_at_default}
+
+
+def recipe_defaults(*arg_dataclasses) -> dict:
+    """Each field's default in the argument dataclasses (as JSON values), where it has one."""
+    defaults = {}
+    for args in arg_dataclasses:
+        for f in dataclasses.fields(args):
+            if f.default is not dataclasses.MISSING:
+                defaults[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                defaults[f.name] = f.default_factory()
+    return json.loads(json.dumps(defaults, default=str))
 
 
 def _listed(changes: dict[str, dict]) -> str:
@@ -95,12 +113,14 @@ def attempt_recipe(script_args, training_args, model_args, resume) -> tuple[dict
     recipe = resolved_recipe(script_args, training_args, model_args)
     if not resume:
         return recipe, {}
-    return recipe, check_resume_recipe(training_args.output_dir, recipe, training_args.accept_recipe_changes)
+    return recipe, check_resume_recipe(training_args.output_dir, recipe, training_args.accept_recipe_changes,
+                                       recipe_defaults(script_args, training_args, model_args))
 
 
-def check_resume_recipe(output_dir: str | Path, new: dict, accepted: list[str] | None) -> dict[str, dict]:
-    """The changes of `new` from the run's recorded recipe that a resume applies; raises `RecipeChangeError`
-    naming every field that cannot change or was not accepted."""
+def check_resume_recipe(output_dir: str | Path, new: dict, accepted: list[str] | None,
+                        defaults: dict | None = None) -> dict[str, dict]:
+    """The changes of `new` from the run's recorded recipe that a resume applies (`recipe_changes`; `defaults`: the
+    fields' defaults); raises `RecipeChangeError` naming every field that cannot change or was not accepted."""
     accepted = list(accepted or [])
     fixed_named = sorted(set(accepted) & FIXED)
     if fixed_named:
@@ -112,7 +132,7 @@ def check_resume_recipe(output_dir: str | Path, new: dict, accepted: list[str] |
     if old is None:
         logger.warning("%s records no recipe (a run from an older version?): the resume's is not compared", output_dir)
         return {}
-    changes = recipe_changes(old, new)
+    changes = recipe_changes(old, new, defaults)
     fixed = {k: c for k, c in changes.items() if k in FIXED}
     if fixed:
         raise RecipeChangeError(
