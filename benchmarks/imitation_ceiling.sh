@@ -13,16 +13,20 @@ M=$out/rule_policy
 mkdir -p "$out"
 [ -d "$M" ] || [ -d "$M-rejected" ] || python -m training.tasks.causal.starting_policy build --imitated one_step ${BUILD_FLAGS:-} --out "$M" || true
 [ -d "$M" ] || M=$M-rejected  # the acceptance bar is the teacher's; the ceiling is measured whatever it reaches
-python -m training.tasks.causal.scm_rows --scm examples/scms/cbo_toy.yaml --out "$out/cbo_rows" --train_rows 1 --heldout_rows 128
+[ -f "$out/cbo_rows/heldout.jsonl" ] || python -m training.tasks.causal.scm_rows --scm examples/scms/cbo_toy.yaml --out "$out/cbo_rows" --train_rows 1 --heldout_rows 128
 C=(--split "$out/cbo_rows/heldout.jsonl" --surrogate additive)
+ev() { local out=$1; shift; [ -f "$out/eval.jsonl" ] || python -m training.evaluate --recipe $R "$@" --out "$out"; }
 for where in main cbo; do
   extra=(); [ $where = cbo ] && extra=("${C[@]}")
-  python -m training.evaluate --recipe $R --model "$M" "${extra[@]}" --out "$out/$where/ceiling"
-  python -m training.evaluate --recipe $R --model "$M" "${extra[@]}" --greedy --out "$out/$where/ceiling_greedy"
-  python -m training.evaluate --recipe $R "${extra[@]}" --out "$out/$where/start"
-  python -m training.evaluate --recipe $R "${extra[@]}" --greedy --out "$out/$where/start_greedy"
-  python -m training.evaluate --recipe $R --baseline belief_line "${extra[@]}" --out "$out/$where/one_step"
-  python -m training.compare ceiling="$out/$where/ceiling" ceiling_greedy="$out/$where/ceiling_greedy" \
-    start="$out/$where/start" start_greedy="$out/$where/start_greedy" one_step="$out/$where/one_step" \
-    --baseline one_step --out "$out/$where/compare"
+  o=$out/$where
+  ev $o/ceiling --model "$M" "${extra[@]}"
+  ev $o/ceiling_greedy --model "$M" "${extra[@]}" --greedy
+  ev $o/start "${extra[@]}"
+  ev $o/start_greedy "${extra[@]}" --greedy
+  ev $o/one_step --baseline belief_line "${extra[@]}"
+  # greedy episodes pair only with greedy ones: the sampled policies against the rule, then the two greedy ones
+  python -m training.compare ceiling=$o/ceiling start=$o/start one_step=$o/one_step --baseline one_step \
+    --out $o/compare
+  python -m training.compare ceiling_greedy=$o/ceiling_greedy start_greedy=$o/start_greedy \
+    --baseline start_greedy --out $o/compare_greedy
 done
