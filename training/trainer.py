@@ -66,6 +66,7 @@ from training.outputs.train_loss import whole_run_loss
 from training.run_setup.config import StrictGRPOConfig, strict_config
 from training.errors import MissingPathError
 from training.run_setup.flags import StrictFlags, read_flags
+from training.run_setup.vllm_sampler import recipe_dtype_sampler
 from training.step.callbacks import (
     HeldoutEvalCallback,
     MetricsJsonlCallback,
@@ -127,7 +128,7 @@ class StrictGRPOTrainer(GRPOTrainer):
                              "hook that writes forced tool calls. Set FORCE_RATE=0 or drop rollout_func.")
         uses_peft = bound.arguments.get("peft_config") is not None or isinstance(model, PeftModel)
         self.reference = ReferenceAdapter(args, uses_peft)
-        with self.reference.trl_init():
+        with self.reference.trl_init(), recipe_dtype_sampler():
             super().__init__(*bound.args[1:], **bound.kwargs)
         self._round: _Round | None = None
         self._loss: _LossPass | None = None
@@ -137,8 +138,9 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.precision_probe.attach(unwrapped)
 
         sampler = sampler_name(self.use_vllm, args.vllm_mode, self.use_transformers_continuous_batching)
-        gap = gap_plan(args.logp_check_steps, args.logp_diff_warn_threshold, self.accelerator.device.type,
-                       run_precision(self.accelerator.mixed_precision, unwrapped), sampler)
+        precision = run_precision(self.accelerator.mixed_precision, unwrapped)
+        gap = gap_plan(args.logp_check_steps, args.logp_diff_warn_threshold, self.accelerator.device.type, precision,
+                       sampler, self.vllm_generation.engine_dtype if self.use_vllm else precision)
         self.record = RecordAtSample(self.flags.ppo_record_at_sample, gap)
         self.forcing = Forcing(self.flags, self._tokenizer, self.max_completion_length, args.forced_sft_coef, args.seed)
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)

@@ -47,7 +47,7 @@ def batch_with_gap(gap: float) -> tuple[dict, torch.Tensor]:
 
 
 def test_a_gap_above_its_precisions_normal_warns_naming_sampler_dtype_and_cause(caplog):
-    record = RecordAtSample(True, gap_plan(1, None, "cpu", "float32", GENERATE))
+    record = RecordAtSample(True, gap_plan(1, None, "cpu", "float32", GENERATE, "float32"))
     metrics: dict = {"sampling/logp_abs_diff": [], "sampling/logp_abs_diff_max": [],
                      "sampling/logp_gap_above_normal": []}
     with caplog.at_level(logging.WARNING):
@@ -58,15 +58,15 @@ def test_a_gap_above_its_precisions_normal_warns_naming_sampler_dtype_and_cause(
     assert metrics["sampling/logp_gap_above_normal"] == [0.0, 1.0]
     assert metrics["sampling/logp_abs_diff"][1] == pytest.approx(0.05, rel=1e-4)
     (warning,) = [r.getMessage() for r in caplog.records]
-    assert "sampler: transformers generate, dtype: float32" in warning
+    assert "sampler: transformers generate in float32, trainer in float32" in warning
     assert "Likely cause: in float32 sampler and trainer agree to ~1e-6" in warning
-    bf16 = RecordAtSample(True, gap_plan(1, None, "cpu", "bfloat16", GENERATE))
+    bf16 = RecordAtSample(True, gap_plan(1, None, "cpu", "bfloat16", GENERATE, "bfloat16"))
     bf16.log_logp_gap(*batch_with_gap(0.05), metrics)  # 5e-2 is above bfloat16's normal (1e-2) too
     assert metrics["sampling/logp_gap_above_normal"][-1] == 1.0
 
 
 def test_a_check_with_no_sampled_token_in_the_loss_is_counted_not_a_crash():
-    record = RecordAtSample(True, gap_plan(1, None, "cpu", "float32", GENERATE))
+    record = RecordAtSample(True, gap_plan(1, None, "cpu", "float32", GENERATE, "float32"))
     batch, recomputed = batch_with_gap(0.0)
     batch["completion_mask"] = torch.zeros(2, 3, dtype=torch.int)  # e.g. every row forced
     metrics: dict = {"sampling/logp_check_empty": []}
@@ -105,7 +105,7 @@ def test_a_sampler_that_records_other_log_probs_is_caught_by_name(make_trainer, 
     (log,) = step_logs(trainer)
     assert log["sampling/logp_abs_diff"] == pytest.approx(0.05, abs=1e-3)
     assert log["sampling/logp_gap_above_normal"] == 1.0
-    assert any("sampler: transformers generate, dtype: float32" in r.getMessage() for r in caplog.records)
+    assert any("sampler: transformers generate in float32, trainer in float32" in r.getMessage() for r in caplog.records)
 
 
 def test_the_default_check_with_the_features_it_meets(make_trainer):

@@ -57,16 +57,17 @@ class GapPlan:
 
     check_every: int
     why: str
-    precision: str
+    precision: str  # the trainer's
     sampler: str
     warn_above: float  # mean |diff| above which the check warns
+    sampler_dtype: str | None = None  # what the sampler computes in (None: not known here, a vLLM server's)
 
     def as_json(self) -> dict:
         return asdict(self)
 
 
 def gap_plan(logp_check_steps: int | None, warn_threshold: float | None, device_type: str, precision: str,
-             sampler: str) -> GapPlan:
+             sampler: str, sampler_dtype: str | None = None) -> GapPlan:
     """`logp_check_steps` None (the default) measures every `DEFAULT_CHECK_EVERY` generation batches on CUDA, in
     bf16/fp16 or with vLLM, and never in a float32 CPU run with the transformers sampler (where the gap is ~2e-7 by
     construction and each check costs a forward); a number given is kept (0: never)."""
@@ -79,11 +80,12 @@ def gap_plan(logp_check_steps: int | None, warn_threshold: float | None, device_
     else:
         check_every, why = 0, "default off: float32 on CPU with the transformers sampler"
     warn_above = NORMAL_MEAN_GAP[precision] if warn_threshold is None else warn_threshold
-    return GapPlan(check_every, why, precision, sampler, warn_above)
+    return GapPlan(check_every, why, precision, sampler, warn_above, sampler_dtype)
 
 
 def gap_warning(plan: GapPlan, mean_gap: float, max_gap: float) -> str:
     cause = LIKELY_CAUSE["float32" if plan.precision == "float32" else "half"].format(dtype=plan.precision)
     return (f"sampler/trainer log-prob gap above normal: mean |diff| {mean_gap:.3g} per token (max {max_gap:.3g}) "
-            f"against {plan.warn_above:.3g} for {plan.precision}; sampler: {plan.sampler}, dtype: {plan.precision}. "
+            f"against {plan.warn_above:.3g} for {plan.precision}; sampler: {plan.sampler} in {plan.sampler_dtype}, "
+            f"trainer in {plan.precision}. "
             f"Likely cause: {cause}.")

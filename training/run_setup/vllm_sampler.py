@@ -1,0 +1,118 @@
+"""TRL's vLLM sampler built in the dtype the trainer trains in, with weights a sync can reach on CPU.
+
+TRL 1.16 leaves two things to vLLM's defaults that are wrong for a trainer's sampler; both are settled here, and
+nowhere else:
+
+- **dtype.** TRL builds `LLM(...)` without one, and vLLM's `auto` makes a float32 checkpoint float16 on a GPU and
+  bfloat16 on CPU: an fp32 recipe would sample in another precision without a word, and its sample-time log-probs
+  (the PPO old log-probs) would be another distribution's. The engine is built in the trainer's dtype, and an engine
+  that reports another dtype is refused, naming both.
+- **CPU weight packing.** On CPU, vLLM packs each linear weight for its oneDNN or SGL kernel once the checkpoint is
+  loaded and then replaces the weight by an empty tensor (`dispatch_cpu_unquantized_gemm` in
+  vllm/model_executor/layers/utils.py). TRL's colocated weight sync writes into those weights, so it fails
+  (`'Parameter' object has no attribute 'weight_loader'`); and the LM head, packed from the tied embedding without
+  removing it, would go on computing with the checkpoint's weights after every sync. While the engine loads, every
+  two-dimensional linear is made to compute from its live weight (torch's `linear`), so a sync is seen at once.
+  What it costs on CPU is in BENCHMARKS.md ("vLLM on CPU").
+- **llvmlite beside vLLM's CPU worker.** vLLM's CPU worker rebinds its Triton kernels by scanning every loaded
+  module's attributes and reading `vars(value)`; llvmlite's `ffi.lib` (loaded by numba, which the causal surrogates
+  use) answers `__dict__` with a wrapped C function, and the scan fails (`'_lib_fn_wrapper' object has no attribute
+  'get'`). While the engine starts, `ffi.lib.__dict__` reads as an empty dict.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from functools import partial
+
+import torch
+import trl.generation.vllm_generation as trl_vllm_generation
+import trl.trainer.grpo_trainer as trl_grpo_trainer
+from trl.generation.vllm_generation import VLLMGeneration
+
+from training.step.sampler_gap import run_precision
+
+class SamplerDtypeError(ValueError):
+    """The vLLM engine computes in another dtype than the trainer trains in."""
+
+
+class RecipeDtypeVLLMGeneration(VLLMGeneration):
+    """`VLLMGeneration` whose colocated engine is built in the trainer's dtype (`dtype`: the accelerator's autocast,
+    else the weights') and, on CPU, keeps its weights live for syncs. `engine_dtype` is the dtype the engine
+    reports (colocate), or None where the engine runs elsewhere (server)."""
+
+    def __init__(self, model, accelerator, *args, **kwargs):
+        self.dtype = run_precision(accelerator.mixed_precision, model)
+        self.engine_dtype: str | None = None
+        super().__init__(model, accelerator, *args, **kwargs)
+
+    def _init_vllm(self):
+        if self.mode != "colocate":
+            return super()._init_vllm()
+        with _llm_built_in(self.dtype), _live_cpu_weights(), _llvmlite_survives_kernel_scan():
+            super()._init_vllm()
+        self.engine_dtype = str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+        if self.engine_dtype != self.dtype:
+            raise SamplerDtypeError(
+                f"the vLLM engine (colocate) computes in {self.engine_dtype} but the trainer trains in {self.dtype}: "
+                "its sample-time log-probs would be another precision's. Set the recipe's dtype/bf16/fp16 to one "
+                "vLLM runs on this device."
+            )
+
+
+@contextmanager
+def recipe_dtype_sampler():
+    """While TRL's `GRPOTrainer.__init__` runs, the vLLM sampler it builds is a `RecipeDtypeVLLMGeneration`."""
+    original = trl_grpo_trainer.VLLMGeneration
+    trl_grpo_trainer.VLLMGeneration = RecipeDtypeVLLMGeneration
+    try:
+        yield
+    finally:
+        trl_grpo_trainer.VLLMGeneration = original
+
+
+@contextmanager
+def _llm_built_in(dtype: str):
+    original = trl_vllm_generation.LLM
+    trl_vllm_generation.LLM = partial(original, dtype=dtype)
+    try:
+        yield
+    finally:
+        trl_vllm_generation.LLM = original
+
+
+@contextmanager
+def _live_cpu_weights():
+    """vLLM's CPU GEMM dispatch replaced, while the engine loads, by torch's linear over the layer's own weight."""
+    from vllm.model_executor.layers import utils as vllm_layer_utils
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        yield
+        return
+    original = vllm_layer_utils.dispatch_cpu_unquantized_gemm
+
+    def dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
+        if layer.weight.ndim != 2 or layer.weight.is_meta:
+            return original(layer, remove_weight)
+        layer.cpu_linear = torch.nn.functional.linear
+
+    vllm_layer_utils.dispatch_cpu_unquantized_gemm = dispatch
+    try:
+        yield
+    finally:
+        vllm_layer_utils.dispatch_cpu_unquantized_gemm = original
+
+
+@contextmanager
+def _llvmlite_survives_kernel_scan():
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    if ffi is None:
+        yield
+        return
+    ffi.lib._fntab["__dict__"] = {}  # `_lib_wrapper.__getattr__` answers from this table first
+    try:
+        yield
+    finally:
+        ffi.lib._fntab.pop("__dict__", None)
