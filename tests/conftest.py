@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -13,13 +14,19 @@ os.environ.setdefault("STRICT_GRPO_CACHE", os.path.join(os.path.dirname(__file__
 torch.set_num_threads(1)
 
 
+VLLM_MISSING = "needs vLLM, which does not import here: scripts/install_vllm_cpu.sh makes a venv where it does"
+
+
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    skips = {}
+    if not torch.cuda.is_available():
+        skips["gpu"] = pytest.mark.skip(reason="needs CUDA")
+    if importlib.util.find_spec("vllm") is None:
+        skips["vllm"] = pytest.mark.skip(reason=VLLM_MISSING)
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+        for marker, skip in skips.items():
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
