@@ -146,6 +146,8 @@ class StrictGRPOTrainer(GRPOTrainer):
         self.tool_calls = ToolCalls(self._tokenizer, bool(self.tools), args.max_tool_calls_per_episode)
         self.turn_limits = TurnLimits(args, self._tokenizer, self.chat_template, dict(self.chat_template_kwargs or {}),
                                       self.eos_token_ids, bool(self.tools), bound.arguments.get("rollout_func"))
+        if self.use_vllm:
+            self.vllm_generation.sync_metrics = train_metrics
         if self.turn_limits.enabled:  # every turn sampled under the turn's limit, stopping at its call's end
             if self.use_vllm:
                 self.turn_limits.configure_vllm(self.vllm_generation)

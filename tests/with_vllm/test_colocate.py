@@ -34,6 +34,7 @@ def test_the_engine_samples_in_float32_and_holds_the_trainers_weights_after_ever
     assert len(logs) == 3
     assert all(log["sampling/logp_abs_diff"] <= FP32_GAP for log in logs), [log["sampling/logp_abs_diff"] for log in logs]
     assert all(log["sampling/logp_gap_above_normal"] == 0.0 for log in logs)
+    assert all(log["timing/weight_sync_s"] > 0 for log in logs)  # each step's batch is sampled after a sync
     trainer.vllm_generation.sync_weights()  # what the next generation batch would start with
     assert engine_gap(trainer, tokens) < FP32_GAP
 

@@ -49,6 +49,10 @@ FREE = frozenset({
     "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
     "logp_check_steps", "logp_diff_warn_threshold",  # a diagnostic's cadence and threshold (training/step/sampler_gap.py)
     "turn_cut_rise",  # a health detector's threshold (training/step/health.py)
+    # recomputing activations in the backward changes memory, not what is trained; newer transformers (5.23, not
+    # 5.17) name it activation_checkpointing, so a run recorded under one may resume under the other
+    "gradient_checkpointing", "gradient_checkpointing_kwargs", "activation_checkpointing",
+    "activation_checkpointing_kwargs",
 })  # fmt: skip
 # How this attempt was asked for, not what it trains: never compared.
 NOT_COMPARED = frozenset({"resume_from_checkpoint", "accept_recipe_changes", "overwrite_output_dir", "local_rank"})

@@ -31,6 +31,7 @@ import trl.generation.vllm_generation as trl_vllm_generation
 import trl.trainer.grpo_trainer as trl_grpo_trainer
 from trl.generation.vllm_generation import VLLMGeneration
 
+from training.step.diagnostics import timed
 from training.step.sampler_gap import run_precision
 
 class SamplerDtypeError(ValueError):
@@ -45,7 +46,14 @@ class RecipeDtypeVLLMGeneration(VLLMGeneration):
     def __init__(self, model, accelerator, *args, **kwargs):
         self.dtype = run_precision(accelerator.mixed_precision, model)
         self.engine_dtype: str | None = None
+        self.sync_metrics: dict | None = None  # the trainer's metrics, once it has them: `timing/weight_sync_s`
         super().__init__(model, accelerator, *args, **kwargs)
+
+    def sync_weights(self):
+        if self.sync_metrics is None or self.mode != "colocate":
+            return super().sync_weights()
+        with timed(self.sync_metrics, "weight_sync"):
+            super().sync_weights()
 
     def _init_vllm(self):
         if self.mode != "colocate":

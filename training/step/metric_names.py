@@ -52,6 +52,7 @@ CONTRACT: dict[str, str] = {
     "timing/score_s": "always",
     "timing/loss_s": "always",
     "timing/optimizer_s": "always",
+    "timing/weight_sync_s": "vLLM colocate, on steps whose sampling follows an optimizer step (training/run_setup/vllm_sampler.py)",
     "memory/rss_mb": "always",
     "memory/gpu_peak_allocated_mb": "on CUDA (training/step/gpu_memory.py)",
     "memory/gpu_peak_reserved_mb": "on CUDA (training/step/gpu_memory.py)",
