@@ -17,9 +17,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "strict-grpo"
-FOR_THE_CHECK = ["pytest>=9", "bitsandbytes>=0.50,<0.51"]
+FOR_THE_CHECK = ["pytest>=9", "pytest-xdist>=3.6,<4", "bitsandbytes>=0.50,<0.51"]  # xdist: pyproject's addopts
 TO_INSTALL_THE_PROJECT = ["setuptools>=68"]  # pyproject's build backend, for the editable install without isolation
-OPTIONAL = ["deepspeed>=0.19,<0.20", "vllm>=0.33,<0.34"]
+OPTIONAL_NAMES = ("deepspeed", "vllm")  # of pyproject's `gpu` extra, at its ranges
+
+
+def gpu_extra(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
+    """`[project.optional-dependencies] gpu` of pyproject.toml (its one-line literal where Python lacks tomllib)."""
+    text = pyproject.read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        return ast.literal_eval(re.search(r"^gpu = (\[.*?\])$", text, re.M).group(1))
+    return tomllib.loads(text)["project"]["optional-dependencies"]["gpu"]
+
+
+OPTIONAL = [r for r in gpu_extra() if re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] in OPTIONAL_NAMES]
 
 
 def project_dependencies(pyproject: Path = REPO / "pyproject.toml") -> list[str]:

@@ -89,14 +89,14 @@ def test_the_tool_agent_trains_on_vllm_with_the_features_it_meets(make_env_train
     from tests.test_feature_combinations import cell_settings
 
     trainer = make_env_trainer(flags=read_flags({"FORCE_RATE": "0.5" if forcing else "0.0", "ASSIST_WARMUP": "10"}),
-                               max_steps=2, max_turn_tokens=16, **VLLM,
+                               max_steps=3, max_turn_tokens=16, **VLLM,
                                **cell_settings(dynamic, estimator, sync, iterations))
     assert trainer.vllm_generation.max_completion_length == 16  # every request's max_tokens is the turn's limit
     trainer.train()
     logs = training_logs(trainer.args.output_dir)
-    check_cell(logs, dynamic, estimator, forcing, sync, iterations)
+    check_cell(logs, dynamic, estimator, forcing, sync, iterations, steps=3)
     generated = [log for log in logs if "timing/generate_s" in log]  # num_iterations 2 reuses a batch
-    assert len(generated) == (1 if iterations == 2 else 2)
+    assert len(generated) == (2 if iterations == 2 else 3)
     for log in generated:
         assert log["sampling/logp_abs_diff"] <= FP32_GAP, log["sampling/logp_abs_diff"]
         assert 0 < log["turns/max_tokens"] <= 16
