@@ -6,7 +6,7 @@ file, options included, at 68c1492, before issue 69's lookahead)."""
 import numpy as np
 import pytest
 
-from tests.tasks.causal.additive_reference import CASES, FIXTURE, LARGE_CASES, LARGE_FIXTURE, case_values
+from tests.tasks.causal.additive_reference import CASES, FIXTURE, LARGE_CASES, LARGE_FIXTURE, case_state, case_values
 
 REFERENCE = np.load(FIXTURE)
 LARGE_REFERENCE = np.load(LARGE_FIXTURE)
@@ -25,3 +25,24 @@ def test_values_equal_the_recorded_ones(name):
             assert np.array_equal(values[key], expected), f"{name}: the options shown differ"
         else:
             np.testing.assert_allclose(values[key], expected, rtol=0, atol=1e-10, err_msg=f"{name}/{key}")
+
+
+def test_rows_copied_from_their_anchor_equal_rows_scored_alone():
+    from training.tasks.causal.surrogates.additive_anchors import anchor_rows
+    from training.tasks.causal.surrogates.additive_moments import feature_rows, log_local_scores_single_rows
+
+    _, surrogate, rng = case_state("sempler6")
+    base = rng.normal(size=(3, surrogate.d))  # three groups: each row changes one or two variables of its base
+    rows = np.repeat(base, 8, axis=0)
+    changed = rng.integers(0, surrogate.d, (len(rows), 2))
+    rows[np.arange(len(rows)), changed[:, 0]] = rng.normal(size=len(rows))
+    rows[np.arange(len(rows))[::2], changed[::2, 1]] = rng.normal(size=len(rows) // 2)
+    mask = np.zeros_like(rows, dtype=bool)
+    mask[np.arange(len(rows)), changed[:, 0]] = True
+    anchors, anchor_of = anchor_rows(rows, mask)
+    assert len(anchors) == 3 and np.all(anchor_of >= 0)
+    features = feature_rows(rows)
+    together = log_local_scores_single_rows(surrogate.moments, features, mask, surrogate.max_parents)
+    alone = np.concatenate([log_local_scores_single_rows(surrogate.moments, features[i:i + 1], mask[i:i + 1],
+                                                         surrogate.max_parents) for i in range(len(rows))])
+    assert np.array_equal(together, alone)
