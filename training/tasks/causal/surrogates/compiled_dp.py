@@ -22,14 +22,16 @@ _JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
 @lru_cache(maxsize=None)
 def order_tables(d: int, target: int) -> tuple[np.ndarray, ...]:
     """`linear_dp.order_plan` flattened: per recursion (L, then R) the masks in the order computed, each one's
-    terms' range (CSR offsets), and per term the flat index of its a (into (d, 2^(d - 1))) and of the mask it
+    terms' range (CSR offsets), and per term the flat index of its a (into (2^(d - 1), d)) and of the mask it
     reads."""
     plan = order_plan(d, target)
     tables = []
     for masks, a_idx, read in ((plan.l_masks, plan.l_a, plan.l_rest), (plan.r_masks, plan.r_a, plan.r_next)):
         counts = np.concatenate([np.full(len(m), i.shape[1]) for m, i in zip(masks, a_idx)])
+        flat = np.concatenate([i.ravel() for i in a_idx]).astype(np.int64)  # v 2^(d - 1) + W without v
+        half = 1 << (d - 1)
         tables += [np.concatenate(masks).astype(np.int64), np.r_[0, np.cumsum(counts)].astype(np.int64),
-                   np.concatenate([i.ravel() for i in a_idx]).astype(np.int64),
+                   (flat % half) * d + flat // half,  # into the (2^(d - 1), d) layout of `_posteriors`
                    np.concatenate([j.ravel() for j in read]).astype(np.int64)]
     return tuple(tables)
 
@@ -52,7 +54,7 @@ def target_log_posterior(values: np.ndarray, nodes: np.ndarray, sets: np.ndarray
 @numba.njit(**_JIT)
 def _posteriors(values, nodes, sets, starts, d, target, tiny, tables, out, underflow):  # pragma: no cover - compiled
     half, n = 1 << (d - 1), 1 << d
-    a = np.zeros((d, half))
+    a = np.zeros((half, d))  # a_v(W) at [W without bit v, v]: the subset sums run over the nodes innermost
     l, r, h = np.zeros(n), np.zeros(n), np.zeros(n)
     shift = np.zeros(d)
     for b in range(len(values)):
@@ -66,14 +68,12 @@ def _posteriors(values, nodes, sets, starts, d, target, tiny, tables, out, under
         a[:] = 0.0
         for k in range(len(nodes)):
             v = nodes[k]
-            a[v, _squeeze(sets[k], v)] = np.exp(values[b, k] - shift[v])
-        for v in range(d):
-            if v != target:
-                _subset_sums(a[v], d - 1)
+            a[_squeeze(sets[k], v), v] = np.exp(values[b, k] - shift[v])
+        _subset_sums(a, d - 1)  # the target's own too (never read)
         smallest = _order_sums(a.ravel(), tables, d, target, l, r, h)
         for v in range(d):
             if v != target:
-                smallest = min(smallest, a[v, 0])
+                smallest = min(smallest, a[0, v])
         underflow[b] = smallest < tiny
         _target_joint(values[b], sets, starts, target, shift, h, out[b])
 
@@ -86,11 +86,14 @@ def _squeeze(mask, v):  # pragma: no cover
 
 @numba.njit(**_JIT)
 def _subset_sums(x, bits):  # pragma: no cover
+    """x[W, :] <- sum_{S ⊆ W} x[S, :] in place, bit after bit."""
+    d = x.shape[1]
     for bit in range(bits):
         step = 1 << bit
-        for start in range(0, len(x), 2 * step):
+        for start in range(0, x.shape[0], 2 * step):
             for w in range(start, start + step):
-                x[w + step] += x[w]
+                for v in range(d):
+                    x[w + step, v] += x[w, v]
 
 
 @numba.njit(**_JIT)
