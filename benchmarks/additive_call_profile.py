@@ -90,7 +90,7 @@ def profile_episode(scm, seed: int, calls: int, timer: Timer) -> tuple[dict[str,
     rng, policy = np.random.default_rng(seed), teacher()
     timer.seconds.clear()
     total = 0.0
-    while env.record.used < env.record.budget:
+    while env.trace.used < env.trace.budget:
         tool, args = policy(env, rng)
         started = time.process_time()
         getattr(env, tool)(**args)

@@ -11,10 +11,19 @@ up to 7 variables, every candidate's gain, info and score in the options (`Belie
 
 The file in the repository was written by this module at 0863861, whose surrogate code is cb969d8's (the additive
 surrogate before issue 62).
+
+The larger cases (`LARGE_CASES`: sempler-style SCMs of 11 and 12 variables and the nonlinear Sachs file, the
+surrogate's default in-degree bound of 3, the options' values included) have their own file, written before issue
+69's lookahead by
+
+    python -m tests.tasks.causal.additive_reference --large   # rewrites tests/tasks/causal/data/additive_reference_large.npz
+
+at 68c1492 (main before issue 69).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +35,16 @@ from training.tasks.causal.surrogates.additive_surrogate import AdditiveSurrogat
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = Path(__file__).parent / "data" / "additive_reference.npz"
+LARGE_FIXTURE = Path(__file__).parent / "data" / "additive_reference_large.npz"
 CASES = {"cbo": None, **{f"sempler{d}": d for d in range(3, 9)}}
-BELIEF_MAX_VARS = 7  # the old code's options cost tens of seconds a belief above
+LARGE_CASES = {"sempler11": 11, "sempler12": 12, "sachs_nonlinear": "examples/scms/sachs_nonlinear.yaml"}
+BELIEF_MAX_VARS = 7  # the old code's options cost tens of seconds a belief above (the large cases' are recorded)
 
 
 def case_scm(name: str):
-    d = CASES[name]
+    d = CASES[name] if name in CASES else LARGE_CASES[name]
+    if isinstance(d, str):
+        return load_user_scm(ROOT / d)
     return load_user_scm(ROOT / "examples/scms/cbo_toy.yaml") if d is None else sempler_style(d, d)
 
 
@@ -71,19 +84,20 @@ def case_values(name: str, **surrogate_args) -> dict[str, np.ndarray]:
     call_mask = np.zeros((1, scm.d), dtype=bool)
     call_mask[0, v] = True
     out["expected_gain"] = np.array([surrogate.expected_gain((v, 0.5), call_mask, 16, np.random.default_rng(7))])
-    if scm.d <= BELIEF_MAX_VARS:
+    if scm.d <= BELIEF_MAX_VARS or name in LARGE_CASES:
         belief = Belief.of(surrogate, scm, np.random.default_rng(11), budget=6, made=((scm.actionable[0], 0.5),))
         out["candidates"] = np.array([[o.gain, o.info, o.score] for o in belief.candidates])
         out["shown"] = np.array([belief.candidates.index(o) for o in belief.options])
     return out
 
 
-def main() -> None:
-    values = {f"{name}/{key}": v for name in CASES for key, v in case_values(name).items()}
-    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(FIXTURE, **values)
-    print(f"{len(values)} arrays -> {FIXTURE}")
+def main(large: bool = False) -> None:
+    cases, fixture = (LARGE_CASES, LARGE_FIXTURE) if large else (CASES, FIXTURE)
+    values = {f"{name}/{key}": v for name in cases for key, v in case_values(name).items()}
+    fixture.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(fixture, **values)
+    print(f"{len(values)} arrays -> {fixture}")
 
 
 if __name__ == "__main__":
-    main()
+    main(large="--large" in sys.argv[1:])

@@ -1,24 +1,48 @@
 """The additive surrogate's fast paths keep every value: its parent posteriors, entropies, lookahead entropies, expected
 gains and option values equal, within 1e-10, those recorded from the code before them
-(`tests/tasks/causal/additive_reference.py`, written at cb969d8)."""
+(`tests/tasks/causal/additive_reference.py`, written at cb969d8; the 11- and 12-variable cases and the nonlinear Sachs
+file, options included, at 68c1492, before issue 69's lookahead)."""
 
 import numpy as np
 import pytest
 
-from tests.tasks.causal.additive_reference import CASES, FIXTURE, case_values
+from tests.tasks.causal.additive_reference import CASES, FIXTURE, LARGE_CASES, LARGE_FIXTURE, case_state, case_values
 
 REFERENCE = np.load(FIXTURE)
+LARGE_REFERENCE = np.load(LARGE_FIXTURE)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(LARGE_CASES))
 def test_values_equal_the_recorded_ones(name):
     # the 8-variable case unbounded, as the recorded code scored it (the surrogate's default bound starts there)
-    values = case_values(name, **({"max_parents": 7} if CASES[name] == 8 else {}))
-    keys = sorted(k.split("/", 1)[1] for k in REFERENCE.files if k.startswith(f"{name}/"))
+    values = case_values(name, **({"max_parents": 7} if CASES.get(name) == 8 else {}))
+    reference = LARGE_REFERENCE if name in LARGE_CASES else REFERENCE
+    keys = sorted(k.split("/", 1)[1] for k in reference.files if k.startswith(f"{name}/"))
     assert sorted(values) == keys
     for key in keys:
-        expected = REFERENCE[f"{name}/{key}"]
+        expected = reference[f"{name}/{key}"]
         if key == "shown":
             assert np.array_equal(values[key], expected), f"{name}: the options shown differ"
         else:
             np.testing.assert_allclose(values[key], expected, rtol=0, atol=1e-10, err_msg=f"{name}/{key}")
+
+
+def test_rows_copied_from_their_anchor_equal_rows_scored_alone():
+    from training.tasks.causal.surrogates.additive_anchors import anchor_rows
+    from training.tasks.causal.surrogates.additive_moments import feature_rows, log_local_scores_single_rows
+
+    _, surrogate, rng = case_state("sempler6")
+    base = rng.normal(size=(3, surrogate.d))  # three groups: each row changes one or two variables of its base
+    rows = np.repeat(base, 8, axis=0)
+    changed = rng.integers(0, surrogate.d, (len(rows), 2))
+    rows[np.arange(len(rows)), changed[:, 0]] = rng.normal(size=len(rows))
+    rows[np.arange(len(rows))[::2], changed[::2, 1]] = rng.normal(size=len(rows) // 2)
+    mask = np.zeros_like(rows, dtype=bool)
+    mask[np.arange(len(rows)), changed[:, 0]] = True
+    anchors, anchor_of = anchor_rows(rows, mask)
+    assert len(anchors) == 3 and np.all(anchor_of >= 0)
+    features = feature_rows(rows)
+    together = log_local_scores_single_rows(surrogate.moments, features, mask, surrogate.max_parents)
+    alone = np.concatenate([log_local_scores_single_rows(surrogate.moments, features[i:i + 1], mask[i:i + 1],
+                                                         surrogate.max_parents) for i in range(len(rows))])
+    assert np.array_equal(together, alone)

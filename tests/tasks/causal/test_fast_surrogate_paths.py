@@ -249,3 +249,19 @@ def test_the_bounded_additive_lookahead_equals_rescoring_the_rows_under_the_boun
                                                max_parents=sur.max_parents) for r, m in zip(rows, mask)])
     expected = row_entropies(reference_parent_log_posterior(log_beta, sur.t)[0])
     assert np.allclose(sur.what_if_rows(rows, mask), expected, rtol=0.0, atol=1e-10)
+
+
+@pytest.mark.parametrize("d,bound,target,spread", [(5, 4, 2, 5.0), (8, 3, 0, 20.0), (11, 3, 10, 5.0), (6, 5, 3, 800.0)])
+def test_compiled_dp_equals_the_numpy_one(d, bound, target, spread):
+    from training.tasks.causal.surrogates.compiled_dp import target_log_posterior
+    from training.tasks.causal.surrogates.linear_dp import parent_log_posterior_linear
+    from training.tasks.causal.surrogates.subsets import score_plan
+
+    plan = score_plan(d, bound)
+    values = np.random.default_rng(d).normal(0.0, spread, (7, len(plan.nodes)))
+    got, underflow = target_log_posterior(values, plan.nodes, plan.sets, d, target)
+    want, _, want_underflow = parent_log_posterior_linear(values, plan.nodes, plan.sets, d, target)
+    assert np.array_equal(underflow, want_underflow)
+    ok = ~underflow
+    scored = plan.sets[plan.nodes == target]
+    np.testing.assert_allclose(got[ok], want[ok][:, scored], rtol=0, atol=1e-10)

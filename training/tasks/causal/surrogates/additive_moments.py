@@ -12,13 +12,16 @@ One row added (`log_local_scores_single_rows`, the lookahead of the options): no
 one-row Welford update of the current ones (as `linear_scores.merge_single_rows`): count n + 1, mean
 mean + delta / (n + 1), scatter M2 + n / (n + 1) delta delta' (delta = the row's atoms - mean), formed inside the
 kernel from the current moments and delta; a node intervened on in the row keeps its current scores, scored once.
+The rows' anchors (`additive_anchors`) are scored first, and each data set copies from its anchor the sets whose
+family it shares with it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from training.tasks.causal.surrogates.additive_nested import node_plan, node_scores
+from training.tasks.causal.surrogates.additive_anchors import agreement, anchor_rows
+from training.tasks.causal.surrogates.additive_nested import Shared, node_plan, node_scores
 from training.tasks.causal.surrogates.additive_scores import DICTIONARY, Basis
 from training.tasks.causal.surrogates.linear_scores import NodeStats
 from training.tasks.causal.surrogates.subsets import parent_bound, score_plan
@@ -71,6 +74,10 @@ def log_local_scores_single_rows(stats: NodeStats, rows: np.ndarray, intervened:
     plan = score_plan(d, bound)
     prior = np.tile(basis.prior_var, d)
     out = np.empty((b, len(plan.nodes)))
+    anchors, anchor_of = anchor_rows(rows.reshape(b, d, basis.size)[:, :, 0], intervened)  # x itself: atom 0
+    anchor_features = basis.atoms(anchors).reshape(len(anchors), d * basis.size)
+    agree = agreement(rows, anchor_features, anchor_of, d)
+    first = np.arange(len(anchors))
     for v, cols in enumerate(_node_slices(d, bound)):
         node, own = node_plan(d, bound, v, basis.size), v * basis.size
         c, mu, m2 = stats.count[v], stats.mean[v], stats.m2[v][None]
@@ -79,7 +86,10 @@ def log_local_scores_single_rows(stats: NodeStats, rows: np.ndarray, intervened:
             out[np.flatnonzero(intervened[:, v]), cols] = node_scores(
                 node, own, prior, m2, np.zeros(1), c[None], mu[None], np.zeros((1, len(mu))), np.zeros(1))
         count = c + 1.0
-        delta = rows[kept] - mu
-        out[kept, cols] = node_scores(node, own, prior, m2, np.zeros(len(kept)), np.full(len(kept), count),
-                                      mu + delta / count, delta, np.full(len(kept), c / count))
+        delta = np.concatenate([anchor_features, rows[kept]]) - mu
+        n = len(delta)
+        shared = Shared(first, np.concatenate([first, anchor_of[kept]]),
+                        np.concatenate([np.zeros(len(first), dtype=np.int64), agree[kept]]))
+        out[kept, cols] = node_scores(node, own, prior, m2, np.zeros(n), np.full(n, count), mu + delta / count, delta,
+                                      np.full(n, c / count), shared)[len(anchors):]
     return out + plan.sparse_log_prior[None]

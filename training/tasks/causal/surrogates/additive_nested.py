@@ -50,6 +50,7 @@ class NodePlan:
     last: np.ndarray
     before_last: np.ndarray
     cols: np.ndarray
+    members: np.ndarray  # each set's bitmask of variables
     n_sets: int
     features: int  # F
 
@@ -58,7 +59,7 @@ class NodePlan:
 def node_plan(d: int, max_parents: int, v: int, features: int) -> NodePlan:
     plan = score_plan(d, max_parents)
     start = int(np.searchsorted(plan.nodes, v))
-    parts = {key: [] for key in ("size", "prefix", "sibling", "last", "before_last", "cols")}
+    parts = {key: [] for key in ("size", "prefix", "sibling", "last", "before_last", "cols", "members")}
     prev_masks, prev_offset, offset = np.zeros(0, dtype=np.int64), 0, 0
     for grp in plan.size_groups:
         rows = np.flatnonzero(grp.nodes == v)
@@ -75,6 +76,7 @@ def node_plan(d: int, max_parents: int, v: int, features: int) -> NodePlan:
         parts["last"].append(idx[:, -1] * features)
         parts["before_last"].append(idx[:, -2 if grp.k > 1 else -1] * features)
         parts["cols"].append(grp.cols[rows] - start)
+        parts["members"].append(masks)
         prev_masks, prev_offset, offset = masks, offset, offset + len(rows)
     flat = {key: np.concatenate(value).astype(np.int64) if value else np.zeros(0, dtype=np.int64)
             for key, value in parts.items()}
@@ -82,70 +84,114 @@ def node_plan(d: int, max_parents: int, v: int, features: int) -> NodePlan:
 
 
 def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray, base: np.ndarray,
-                count: np.ndarray, mean: np.ndarray, delta: np.ndarray, weight: np.ndarray) -> np.ndarray:
+                count: np.ndarray, mean: np.ndarray, delta: np.ndarray, weight: np.ndarray,
+                shared: Shared | None = None) -> np.ndarray:
     """log BF of node v's scored sets (`plan`), (B, n_sets), in B data sets whose moments over the P = d F features
     are count[i], mean[i] and m2[base[i]] + weight[i] delta[i] delta[i]' (`m2` (Bm, P, P)); `own`: v's own x
     column, `prior_var` (P,) each feature's. 0 where the data set is uninformative (fewer than 2 rows, or v constant
-    on them)."""
+    on them). With `shared`, the data sets `shared.anchors` are scored first and the others copy from their anchor
+    what they share with it (`Shared`)."""
     out = np.zeros((len(base), plan.n_sets))
     if plan.features != FEATURES:
         raise ValueError(f"node_scores: compiled for {FEATURES} features a parent, got {plan.features}")
-    _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols,
-            int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD, np.ascontiguousarray(m2),
-            base.astype(np.int64), count.astype(float), np.ascontiguousarray(mean, dtype=float),
-            np.ascontiguousarray(delta, dtype=float), weight.astype(float), out)
+    if shared is None:
+        shared = Shared(np.zeros(0, dtype=np.int64), np.full(len(base), -1, dtype=np.int64),
+                        np.zeros(len(base), dtype=np.int64))
+    _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols, plan.members,
+            int(plan.size.max(initial=1)), own // plan.features, own, np.sqrt(prior_var), CONSTANT_REL_SD,
+            np.ascontiguousarray(m2), base.astype(np.int64), count.astype(float),
+            np.ascontiguousarray(mean, dtype=float), np.ascontiguousarray(delta, dtype=float), weight.astype(float),
+            shared.anchors.astype(np.int64), shared.anchor_of.astype(np.int64), shared.agree.astype(np.int64), out)
     return out
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What data sets share: `anchors` (A,) the data sets scored first, in full; `anchor_of` (B,) each data set's
+    anchor (-1: none; an anchor's own entry is ignored) and `agree` (B,) the bitmask of the variables whose features
+    in the data set's moments equal the anchor's. A set S of node v whose S ∪ {v} lies in `agree` has the anchor's
+    factor, score and kept block rows: everything the kernel computes for S reads S ∪ {v}'s features alone."""
+
+    anchors: np.ndarray
+    anchor_of: np.ndarray
+    agree: np.ndarray
 
 
 _JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
 
 
 @numba.njit(**_JIT)
-def _scores(size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, m2, base, count, mean,
-            delta, weight, out):  # pragma: no cover - compiled; its values are tested through `node_scores`
+def _scores(size, prefix, sibling, last, before_last, cols, members, k_max, own_var, own, root_prior, rel_sd, m2,
+            base, count, mean, delta, weight, anchors, anchor_of, agree, out
+            ):  # pragma: no cover - compiled; its values are tested through `node_scores`
     f = FEATURES  # a compile-time constant, so that the F x F loops are unrolled
     n_feat = m2.shape[-1]
-    sets = len(size)
-    x_rows = np.zeros((sets, f * max(k_max - 1, 1), f))
-    n_inv = np.zeros((sets, f, f))
-    schur = np.zeros((sets, f, f))
-    resid = np.zeros((sets, f))
-    z = np.zeros((sets, f))
-    logdet = np.zeros(sets)
-    quad = np.zeros(sets)
-    inv = np.zeros(n_feat)
-    gram = np.zeros((n_feat, n_feat))
-    cross = np.zeros(n_feat)
-    t = np.zeros((f, f))
-    x = np.zeros((f, f))
-    c = np.zeros((f, f))
-    r = np.zeros(f)
-    low = np.zeros((f, f))
-    for b in range(len(base)):
-        n = count[b]
-        q0 = _scaled_moments(m2[base[b]], weight[b], n, delta[b], mean[b], own, root_prior, rel_sd, inv, gram, cross)
-        if q0 < 0:
-            continue  # uninformative: every score 0
-        q0_safe = q0 if q0 > 0 else 1.0
-        half_nu = 0.5 * (n - 1.0)
+    sets, slots = len(size), len(anchors) + 1  # slot 0: the data set being scored; 1 + a: anchor a
+    x_rows = np.zeros((slots, sets, f * max(k_max - 1, 1), f))
+    n_inv = np.zeros((slots, sets, f, f))
+    schur = np.zeros((slots, sets, f, f))
+    resid = np.zeros((slots, sets, f))
+    z = np.zeros((slots, sets, f))
+    logdet = np.zeros((slots, sets))
+    quad = np.zeros((slots, sets))
+    slot_of = np.zeros(sets, dtype=np.int64)
+    slot_of_anchor = np.full(len(base), -1, dtype=np.int64)
+    for a in range(len(anchors)):
+        slot_of_anchor[anchors[a]] = a + 1
+    scratch = (np.zeros(n_feat), np.zeros((n_feat, n_feat)), np.zeros(n_feat), np.zeros((f, f)), np.zeros((f, f)),
+               np.zeros((f, f)), np.zeros(f), np.zeros((f, f)))
+    for step in range(len(anchors) + len(base)):
+        b = anchors[step] if step < len(anchors) else step - len(anchors)
+        store, ref, shared = 0, -1, 0
+        if step < len(anchors):
+            store = step + 1
+        elif slot_of_anchor[b] >= 0:
+            continue  # scored as an anchor
+        elif anchor_of[b] >= 0 and (agree[b] >> own_var) & 1:
+            ref, shared = anchor_of[b], agree[b]
         for s in range(sets):
-            k, j0 = size[s], last[s]
-            if k == 1:
-                _first_block(gram, cross, j0, c, r)
-                logdet_p, quad_p = 0.0, 0.0
-            else:
-                p, q = prefix[s], sibling[s]
-                _grown_block(s, p, q, k, k_max, before_last[s], j0, gram, x_rows, n_inv, schur, resid, z, t, x, c, r)
-                logdet_p, quad_p = logdet[p], quad[p]
-            det_root = _cholesky(c, low)
-            if k < k_max:
-                total = quad_p + _kept_for_next_size(s, low, c, r, n_inv, schur, resid, z)
-            else:
-                total = quad_p + _solved_norm(low, r, t)
-            logdet[s] = logdet_p + 2.0 * np.log(det_root)
-            quad[s] = total
-            ratio = min(max(1.0 - total / q0_safe, 1e-300), 1.0)
-            out[b, cols[s]] = -0.5 * logdet[s] - half_nu * np.log(ratio)
+            reuse = ref >= 0 and (members[s] & ~shared) == 0
+            slot_of[s] = slot_of_anchor[ref] if reuse else store
+        _one_data_set(b, ref, size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd,
+                      m2[base[b]], count[b], mean[b], delta[b], weight[b], slot_of, store, x_rows, n_inv, schur,
+                      resid, z, logdet, quad, scratch, out)
+
+
+@numba.njit(**_JIT)
+def _one_data_set(b, ref, size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, mb, n,
+                  mean_b, delta_b, w, slot_of, store, x_rows, n_inv, schur, resid, z, logdet, quad, scratch, out
+                  ):  # pragma: no cover
+    """Data set b's scores into out[b]: each set computed into slot `store`, or copied from anchor `ref`'s row where
+    `slot_of` points at that anchor's slot."""
+    inv, gram, cross, t, x, c, r, low = scratch
+    q0 = _scaled_moments(mb, w, n, delta_b, mean_b, own, root_prior, rel_sd, inv, gram, cross)
+    if q0 < 0:
+        return  # uninformative: every score 0
+    q0_safe = q0 if q0 > 0 else 1.0
+    half_nu = 0.5 * (n - 1.0)
+    for s in range(len(size)):
+        if slot_of[s] != store:
+            out[b, cols[s]] = out[ref, cols[s]]
+            continue
+        k, j0 = size[s], last[s]
+        if k == 1:
+            _first_block(gram, cross, j0, c, r)
+            logdet_p, quad_p = 0.0, 0.0
+        else:
+            p, q = prefix[s], sibling[s]
+            sp, sq = slot_of[p], slot_of[q]
+            _grown_block(store, s, sp, p, sq, q, k, k_max, before_last[s], j0, gram, x_rows, n_inv, schur, resid, z,
+                         t, x, c, r)
+            logdet_p, quad_p = logdet[sp, p], quad[sp, p]
+        det_root = _cholesky(c, low)
+        if k < k_max:
+            total = quad_p + _kept_for_next_size(store, s, low, c, r, n_inv, schur, resid, z)
+        else:
+            total = quad_p + _solved_norm(low, r, t)
+        logdet[store, s] = logdet_p + 2.0 * np.log(det_root)
+        quad[store, s] = total
+        ratio = min(max(1.0 - total / q0_safe, 1e-300), 1.0)
+        out[b, cols[s]] = -0.5 * logdet[store, s] - half_nu * np.log(ratio)
 
 
 @numba.njit(**_JIT)
@@ -180,39 +226,41 @@ def _first_block(gram, cross, j0, c, r):  # pragma: no cover
 
 
 @numba.njit(**_JIT)
-def _grown_block(s, p, q, k, k_max, m0, j0, gram, x_rows, n_inv, schur, resid, z, t, x, c, r):  # pragma: no cover
-    """A set of k >= 2 members from its prefix p and sibling q: x, C (lower half) and r; its block row kept."""
+def _grown_block(so, s, sp, p, sq, q, k, k_max, m0, j0, gram, x_rows, n_inv, schur, resid, z, t, x, c, r
+                 ):  # pragma: no cover
+    """A set of k >= 2 members from its prefix p and sibling q (in slots sp, sq): x, C (lower half) and r; its block
+    row kept in slot so."""
     f = FEATURES
     for i in range(f):
         for e in range(f):
             acc = gram[m0 + i, j0 + e]
             for h in range(f * (k - 2)):
-                acc -= x_rows[p, h, i] * x_rows[q, h, e]
+                acc -= x_rows[sp, p, h, i] * x_rows[sq, q, h, e]
             t[i, e] = acc
     for i in range(f):  # x = N_P^-1 t (lower triangular)
         for e in range(f):
             acc = 0.0
             for h in range(i + 1):
-                acc += n_inv[p, i, h] * t[h, e]
+                acc += n_inv[sp, p, i, h] * t[h, e]
             x[i, e] = acc
     for i in range(f):  # C = C_Q - x'x (lower half), r = r_Q - x' z_P
         for e in range(i + 1):
-            acc = schur[q, i, e]
+            acc = schur[sq, q, i, e]
             for h in range(f):
                 acc -= x[h, i] * x[h, e]
             c[i, e] = acc
-        acc = resid[q, i]
+        acc = resid[sq, q, i]
         for h in range(f):
-            acc -= x[h, i] * z[p, h]
+            acc -= x[h, i] * z[sp, p, h]
         r[i] = acc
     if k < k_max:  # the set's block row, for the sets it is the prefix or sibling of
         head = f * (k - 2)
         for h in range(head):
             for e in range(f):
-                x_rows[s, h, e] = x_rows[q, h, e]
+                x_rows[so, s, h, e] = x_rows[sq, q, h, e]
         for h in range(f):
             for e in range(f):
-                x_rows[s, head + h, e] = x[h, e]
+                x_rows[so, s, head + h, e] = x[h, e]
 
 
 @numba.njit(**_JIT)
@@ -236,27 +284,27 @@ def _cholesky(c, low):  # pragma: no cover
 
 
 @numba.njit(**_JIT)
-def _kept_for_next_size(s, low, c, r, n_inv, schur, resid, z):  # pragma: no cover
+def _kept_for_next_size(so, s, low, c, r, n_inv, schur, resid, z):  # pragma: no cover
     """What the next size reads of set s: N^-1, C, r and z = N^-1 r; returns |z|^2."""
     f = FEATURES
     for i in range(f):
-        n_inv[s, i, i] = 1.0 / low[i, i]
+        n_inv[so, s, i, i] = 1.0 / low[i, i]
         for e in range(i):
             acc = 0.0
             for h in range(e, i):
-                acc += low[i, h] * n_inv[s, h, e]
-            n_inv[s, i, e] = -acc / low[i, i]
+                acc += low[i, h] * n_inv[so, s, h, e]
+            n_inv[so, s, i, e] = -acc / low[i, i]
     total = 0.0
     for i in range(f):
         acc = 0.0
         for h in range(i + 1):
-            acc += n_inv[s, i, h] * r[h]
-        z[s, i] = acc
+            acc += n_inv[so, s, i, h] * r[h]
+        z[so, s, i] = acc
         total += acc * acc
-        resid[s, i] = r[i]
+        resid[so, s, i] = r[i]
         for e in range(i + 1):
-            schur[s, i, e] = c[i, e]
-            schur[s, e, i] = c[i, e]
+            schur[so, s, i, e] = c[i, e]
+            schur[so, s, e, i] = c[i, e]
     return total
 
 

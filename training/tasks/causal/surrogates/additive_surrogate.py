@@ -11,8 +11,9 @@ above, unless set), up to `ADDITIVE_MAX_VARS` variables.
 The features are standardised over each node's rows, so an update rescores from the rows (kept whole). The
 lookahead (`what_if_rows`: the options' expected information gain, thousands of hypothetical data sets of one more
 row each) scores from the feature moments, one row's Welford update a node (`additive_moments`), every parent
-set's Cholesky factor built from its prefix's and its sibling's (`additive_nested`), and runs the DP in chunks of
-bounded memory. Its cost a
+set's Cholesky factor built from its prefix's and its sibling's (`additive_nested`), a data set copying from its
+group's anchor row the sets whose family it shares with it (`additive_anchors`), and runs the compiled DP
+(`compiled_dp`) in chunks of bounded memory. Its cost a
 call: BENCHMARKS.md "Nonlinear SCMs: seconds per call under the additive surrogate".
 """
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from training.tasks.causal.surrogates.compiled_dp import target_log_posterior
 from training.tasks.causal.surrogates.linear_scores import (
     NodeStats,
     check_batch,
@@ -288,8 +289,12 @@ def entropies_in_steps(d: int, target: int, max_parents: int, n: int, scores_of)
     scored = plan.sets[plan.nodes == target]  # the target's sets of nonzero probability
     out = [np.zeros(0)]
     for i in range(0, n, step):
-        log_post = sparse_parent_log_posterior(scores_of(i, min(i + step, n)), plan.nodes, plan.sets, d, target)[0]
-        out.append(row_entropies(log_post[:, scored]))
+        scores = scores_of(i, min(i + step, n))
+        log_post, underflow = target_log_posterior(scores, plan.nodes, plan.sets, d, target)
+        if underflow.any():  # those in log space (`linear_dp`)
+            redo = np.flatnonzero(underflow)
+            log_post[redo] = sparse_parent_log_posterior(scores[redo], plan.nodes, plan.sets, d, target)[0][:, scored]
+        out.append(row_entropies(log_post))
     return np.concatenate(out)
 
 
