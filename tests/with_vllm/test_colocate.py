@@ -32,7 +32,8 @@ def test_the_engine_samples_in_float32_and_holds_the_trainers_weights_after_ever
     trainer.train()
     logs = training_logs(trainer.args.output_dir)
     assert len(logs) == 3
-    assert all(log["sampling/logp_abs_diff"] <= FP32_GAP for log in logs), [log["sampling/logp_abs_diff"] for log in logs]
+    gaps = [log["sampling/logp_abs_diff"] for log in logs]
+    assert all(gap <= FP32_GAP for gap in gaps), gaps
     assert all(log["sampling/logp_gap_above_normal"] == 0.0 for log in logs)
     assert all(log["timing/weight_sync_s"] > 0 for log in logs)  # each step's batch is sampled after a sync
     trainer.vllm_generation.sync_weights()  # what the next generation batch would start with
@@ -100,3 +101,4 @@ def test_the_tool_agent_trains_on_vllm_with_the_features_it_meets(make_env_train
     for log in generated:
         assert log["sampling/logp_abs_diff"] <= FP32_GAP, log["sampling/logp_abs_diff"]
         assert 0 < log["turns/max_tokens"] <= 16
+    assert max(log["turns/cut"] for log in generated) > 0  # the untrained model runs on: vLLM stops it at the limit

@@ -34,6 +34,7 @@ from trl.generation.vllm_generation import VLLMGeneration
 from training.step.diagnostics import timed
 from training.step.sampler_gap import run_precision
 
+
 class SamplerDtypeError(ValueError):
     """The vLLM engine computes in another dtype than the trainer trains in."""
 
