@@ -278,13 +278,26 @@ CAUSAL_COMMANDS = ("training.evaluate", "training.compare", "training.tasks.caus
 
 
 def _flags(command: str) -> set[str]:
-    """The flags `--help` lists for a command (old spellings are hidden: they warn or refuse, naming the new one)."""
+    """The flags `--help` lists for a command (old spellings are hidden: they warn or refuse, naming the new one).
+    The command runs in this process, as `python -m` runs it: a subprocess per command was five fresh imports of torch
+    and TRL beside the other test workers, and once printed nothing in CI."""
+    import contextlib
+    import io
     import re
-    import subprocess
+    import runpy
     import sys
 
-    text = subprocess.run([sys.executable, "-m", command, "--help"], capture_output=True, text=True, cwd=ROOT).stdout
-    heads = [re.split(r"\s{2,}", line.strip())[0] for line in text.splitlines() if re.match(r"^\s{1,8}-", line)]
+    text, argv, code = io.StringIO(), sys.argv, None
+    sys.argv = [command, "--help"]
+    try:
+        with contextlib.redirect_stdout(text):
+            runpy.run_module(command, run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+    finally:
+        sys.argv = argv
+    assert code in (0, None), f"{command} --help exited {code}"
+    heads = [re.split(r"\s{2,}", line.strip())[0] for line in text.getvalue().splitlines() if re.match(r"^\s{1,8}-", line)]
     return {flag for head in heads for flag in re.findall(r"--[\w-]+", head)}
 
 
