@@ -51,8 +51,8 @@ def test_a_skipped_sync_leaves_the_engine_on_old_weights_and_the_gap_check_says_
 
 
 def test_without_live_cpu_weights_vllm_empties_the_linears_a_sync_writes_into(make_trainer, monkeypatch):
-    """The reason `_live_cpu_weights` exists: vLLM's own CPU dispatch leaves nothing for a sync to write."""
-    monkeypatch.setattr(vllm_sampler, "_live_cpu_weights", contextlib.nullcontext)
+    """The reason `live_cpu_weights` exists: vLLM's own CPU dispatch leaves nothing for a sync to write."""
+    monkeypatch.setattr(vllm_sampler, "live_cpu_weights", contextlib.nullcontext)
     trainer = make_trainer(**VLLM, max_steps=1)
     with pytest.raises(AttributeError, match="weight_loader"):
         trainer.vllm_generation.sync_weights()

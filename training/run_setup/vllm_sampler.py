@@ -7,13 +7,9 @@ nowhere else:
   bfloat16 on CPU: an fp32 recipe would sample in another precision without a word, and its sample-time log-probs
   (the PPO old log-probs) would be another distribution's. The engine is built in the trainer's dtype, and an engine
   that reports another dtype is refused, naming both.
-- **CPU weight packing.** On CPU, vLLM packs each linear weight for its oneDNN or SGL kernel once the checkpoint is
-  loaded and then replaces the weight by an empty tensor (`dispatch_cpu_unquantized_gemm` in
-  vllm/model_executor/layers/utils.py). TRL's colocated weight sync writes into those weights, so it fails
-  (`'Parameter' object has no attribute 'weight_loader'`); and the LM head, packed from the tied embedding without
-  removing it, would go on computing with the checkpoint's weights after every sync. While the engine loads, every
-  two-dimensional linear is made to compute from its live weight (torch's `linear`), so a sync is seen at once.
-  What it costs on CPU is in BENCHMARKS.md ("vLLM on CPU").
+- **CPU weight packing.** On CPU, vLLM packs each linear weight for its oneDNN kernel and empties it, which breaks a
+  weight sync and leaves the tied LM head on the checkpoint's weights; while the engine loads, the linears compute
+  from their live weights (training/run_setup/vllm_cpu_weights.py says why and how).
 - **llvmlite beside vLLM's CPU worker.** vLLM's CPU worker rebinds its Triton kernels by scanning every loaded
   module's attributes and reading `vars(value)`; llvmlite's `ffi.lib` (loaded by numba, which the causal surrogates
   use) answers `__dict__` with a wrapped C function, and the scan fails (`'_lib_fn_wrapper' object has no attribute
@@ -31,6 +27,13 @@ import trl.generation.vllm_generation as trl_vllm_generation
 import trl.trainer.grpo_trainer as trl_grpo_trainer
 from trl.generation.vllm_generation import VLLMGeneration
 
+from training.run_setup.vllm_cpu_weights import live_cpu_weights
+from training.run_setup.vllm_server_client import (
+    CpuSyncVLLMClient,
+    ServerMismatchError,
+    served_dtype,
+    server_mismatch,
+)
 from training.step.diagnostics import timed
 from training.step.sampler_gap import run_precision
 
@@ -41,8 +44,9 @@ class SamplerDtypeError(ValueError):
 
 class RecipeDtypeVLLMGeneration(VLLMGeneration):
     """`VLLMGeneration` whose colocated engine is built in the trainer's dtype (`dtype`: the accelerator's autocast,
-    else the weights') and, on CPU, keeps its weights live for syncs. `engine_dtype` is the dtype the engine
-    reports (colocate), or None where the engine runs elsewhere (server)."""
+    else the weights') and, on CPU, keeps its weights live for syncs; in server mode, whose client syncs on CPU too
+    and whose server must serve the trainer's model, dtype and tokenizer. `engine_dtype` is the dtype the engine or
+    the server reports (None on processes that do not talk to the server)."""
 
     def __init__(self, model, accelerator, *args, **kwargs):
         self.dtype = run_precision(accelerator.mixed_precision, model)
@@ -51,15 +55,15 @@ class RecipeDtypeVLLMGeneration(VLLMGeneration):
         super().__init__(model, accelerator, *args, **kwargs)
 
     def sync_weights(self):
-        if self.sync_metrics is None or self.mode != "colocate":
+        if self.sync_metrics is None:
             return super().sync_weights()
         with timed(self.sync_metrics, "weight_sync"):
             super().sync_weights()
 
     def _init_vllm(self):
-        if self.mode != "colocate":
-            return super()._init_vllm()
-        with _llm_built_in(self.dtype), _live_cpu_weights(), _llvmlite_survives_kernel_scan():
+        if self.mode == "server":
+            return self._init_server()
+        with _llm_built_in(self.dtype), live_cpu_weights(), _llvmlite_survives_kernel_scan():
             super()._init_vllm()
         self.engine_dtype = str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
         if self.engine_dtype != self.dtype:
@@ -68,6 +72,18 @@ class RecipeDtypeVLLMGeneration(VLLMGeneration):
                 "its sample-time log-probs would be another precision's. Set the recipe's dtype/bf16/fp16 to one "
                 "vLLM runs on this device."
             )
+
+    def _init_server(self):
+        """TRL's client swapped for one that syncs on CPU and names a dead server; the server must serve our model."""
+        with _client_class(self.server_timeout):
+            super()._init_vllm()
+        if not self.accelerator.is_main_process:
+            return
+        self.engine_dtype = served_dtype(self.vllm_client)
+        mismatch = server_mismatch(self.vllm_client, self.processing_class, self.dtype)
+        if mismatch is not None:
+            raise ServerMismatchError(f"the vLLM server at {self.vllm_client.base_url} does not serve the trainer's "
+                                      f"model: {mismatch}")
 
 
 @contextmanager
@@ -82,6 +98,16 @@ def recipe_dtype_sampler():
 
 
 @contextmanager
+def _client_class(timeout_s: float):
+    original = trl_vllm_generation.VLLMClient
+    trl_vllm_generation.VLLMClient = type("RecipeVLLMClient", (CpuSyncVLLMClient,), {"timeout_s": timeout_s})
+    try:
+        yield
+    finally:
+        trl_vllm_generation.VLLMClient = original
+
+
+@contextmanager
 def _llm_built_in(dtype: str):
     original = trl_vllm_generation.LLM
     trl_vllm_generation.LLM = partial(original, dtype=dtype)
@@ -89,29 +115,6 @@ def _llm_built_in(dtype: str):
         yield
     finally:
         trl_vllm_generation.LLM = original
-
-
-@contextmanager
-def _live_cpu_weights():
-    """vLLM's CPU GEMM dispatch replaced, while the engine loads, by torch's linear over the layer's own weight."""
-    from vllm.model_executor.layers import utils as vllm_layer_utils
-    from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu():
-        yield
-        return
-    original = vllm_layer_utils.dispatch_cpu_unquantized_gemm
-
-    def dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
-        if layer.weight.ndim != 2 or layer.weight.is_meta:
-            return original(layer, remove_weight)
-        layer.cpu_linear = torch.nn.functional.linear
-
-    vllm_layer_utils.dispatch_cpu_unquantized_gemm = dispatch
-    try:
-        yield
-    finally:
-        vllm_layer_utils.dispatch_cpu_unquantized_gemm = original
 
 
 @contextmanager
