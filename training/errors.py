@@ -25,5 +25,14 @@ def bad_input_exits() -> Iterator[None]:
     try:
         yield
     except BadInputError as err:
+        _close_progress_bars()
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+def _close_progress_bars() -> None:
+    """A bad input found mid-run (a vLLM server that stopped answering) would otherwise print its line after an
+    open progress bar, on the same line."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()

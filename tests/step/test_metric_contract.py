@@ -12,7 +12,7 @@ from tests.support.fake_cuda import fake_cuda
 from tests.support.tiny_trainer import length_reward
 from training.outputs.run_summary import read_metrics
 from training.step.gpu_memory import GpuMemoryCallback
-from training.step.metric_names import CONTRACT, CREDIT, TOOL_RUN, TOOL_RUN_TRANSFORMERS, VLLM_COLOCATE, contract
+from training.step.metric_names import CONTRACT, CREDIT, TOOL_RUN, TOOL_RUN_TRANSFORMERS, VLLM_SAMPLER, contract
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,9 +32,9 @@ def test_a_run_with_every_feature_on_logs_the_whole_contract(make_trainer, monke
     logged = set().union(*(row for row in read_metrics(trainer.args.output_dir) if "loss" in row))
     # the generic names; a task's are its own tests' (test_causal_training_smoke), a tool run's the next test's, a
     # tool environment's credit its combination test's (tests/tasks/causal/test_credit_combinations.py), vLLM's the
-    # vLLM tests' (tests/with_vllm/test_colocate.py)
+    # vLLM tests' (tests/with_vllm/)
     expected = {name for name, when in CONTRACT.items()
-                if when not in (TOOL_RUN, TOOL_RUN_TRANSFORMERS, VLLM_COLOCATE, *CREDIT)}
+                if when not in (TOOL_RUN, TOOL_RUN_TRANSFORMERS, VLLM_SAMPLER, *CREDIT)}
     assert sorted(expected - logged) == []
 
 

@@ -46,7 +46,7 @@ FREE = frozenset({
     "push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push",
     "hub_revision", "push_dry_run", "push_merged_weights", "dataloader_num_workers", "dataloader_pin_memory",
     "dataloader_persistent_workers", "dataloader_prefetch_factor", "skip_memory_metrics", "ddp_timeout",
-    "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
+    "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout", "vllm_group_port",
     "logp_check_steps", "logp_diff_warn_threshold",  # a diagnostic's cadence and threshold (training/step/sampler_gap.py)
     "turn_cut_rise",  # a health detector's threshold (training/step/health.py)
     # recomputing activations in the backward changes memory, not what is trained; newer transformers (5.23, not

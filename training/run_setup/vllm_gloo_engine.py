@@ -81,6 +81,31 @@ def unpack(buffer: torch.Tensor, dtype_names: list[str], shapes: list[list[int]]
     return views
 
 
+def check_same_size(shapes: list[list[int]], model: torch.nn.Module) -> None:
+    """The trainer's first update (TRL sends the whole model in one) holds as many numbers as the served model.
+
+    vLLM's loaders narrow what they are given to the shard they expect: a trainer's model with a wider MLP loads
+    without an error into a narrower served one, and samples from a truncated copy. vLLM fuses some of the trainer's
+    tensors (q, k, v into one), so names and shapes do not compare one to one; their sizes add up the same, once the
+    rows vLLM pads each vocabulary with (to a multiple of 64) are left out and tied weights counted once."""
+    sent = sum(torch.Size(shape).numel() for shape in shapes)
+    held = sum(p.numel() for p in model.parameters()) - vocabulary_padding(model)
+    if sent != held:
+        raise ValueError(f"the trainer's model has {sent:,} parameters and the served model {held:,}: the server "
+                         "serves another model than the trainer trains")
+
+
+def vocabulary_padding(model: torch.nn.Module) -> int:
+    """The padded rows' numbers in the model's embedding and LM head (vLLM's `VocabParallelEmbedding`s)."""
+    padding, seen = 0, set()
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if hasattr(module, "num_embeddings_padded") and weight is not None and id(weight) not in seen:
+            seen.add(id(weight))
+            padding += (module.num_embeddings_padded - module.org_vocab_size) * weight.shape[-1]
+    return padding
+
+
 class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo]):
     """The worker's side: join the trainer's gloo group, receive each update's packed buffer, load it."""
 
@@ -91,12 +116,14 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo
     def __init__(self, config, vllm_config, device, model) -> None:
         super().__init__(config, vllm_config, device, model)
         self.group = None
+        self.sized = False  # each trainer's first update is checked against the model's size
 
     def init_transfer_engine(self, init_info: GlooInitInfo) -> None:
         parallel = self.parallel_config
         worker_rank = parallel.data_parallel_index * parallel.world_size + parallel.rank
         self.group = gloo_group(init_info.master_address, init_info.master_port,
                                 worker_rank + init_info.rank_offset, init_info.world_size, init_info.timeout_s)
+        self.sized = False
 
     def start_weight_update(self) -> None:
         """Weights are written in place (their loaders stay live on CPU: training/run_setup/vllm_cpu_weights.py)."""
@@ -112,7 +139,10 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo
         if self.group is None:
             raise RuntimeError("gloo weight transfer not initialised: call /init_weight_transfer_engine first")
         buffer = torch.empty(packed_size(update_info.dtype_names, update_info.shapes), dtype=torch.uint8)
-        self.group.broadcast(buffer, 0).wait()
+        self.group.broadcast(buffer, 0).wait()  # received before any check: the trainer's broadcast must complete
+        if not self.sized and self.parallel_config.world_size == 1:  # a shard holds part of the model
+            check_same_size(update_info.shapes, self.model)
+            self.sized = True
         self.model.load_weights(zip(update_info.names, unpack(buffer, update_info.dtype_names, update_info.shapes)))
 
     def shutdown(self) -> None:

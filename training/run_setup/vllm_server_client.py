@@ -40,9 +40,11 @@ class CpuSyncVLLMClient(VLLMClient):
     timeout_s = 240.0  # the gloo group's: a peer that stops answering fails the sync after this long
 
     def check_server(self, total_timeout: float = 0.0, retry_interval: float = 2.0):
+        import requests
+
         try:
             super().check_server(total_timeout, retry_interval)
-        except ConnectionError as err:
+        except requests.exceptions.ConnectionError as err:
             raise SamplerServerError(
                 f"the vLLM server at {self.base_url} is not up after {total_timeout:g} s (vllm_server_timeout): start "
                 "it with launchers/vllm_server.sh --model MODEL, the model the trainer trains") from err
@@ -94,11 +96,23 @@ class CpuSyncVLLMClient(VLLMClient):
             try:
                 received.result()
             except ServerRequestError as err:
+                if not self._answers():  # its engine died while it took them: its API process answered for it
+                    raise SamplerServerError(
+                        f"the vLLM server at {self.base_url} stopped answering while it took the weights ({err}); "
+                        "restart it and resume with --resume_from_checkpoint true") from err
                 raise ServerMismatchError(
                     f"the vLLM server at {self.base_url} cannot load the trainer's weights, so it serves another "
                     f"model than the trainer trains: {err}") from err
         if not self._updating_weights:
             self._finish_weight_update()
+
+    def _answers(self) -> bool:
+        import requests
+
+        try:
+            return requests.get(f"{self.base_url}/health", timeout=10).status_code == 200
+        except requests.exceptions.RequestException:
+            return False
 
     def _post_once(self, route: str, payload: dict) -> dict:
         """A request the server answers while it joins a collective: never retried (TRL's session retries errors),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 TOOL_RUN = "a tool run, on steps that sample a generation batch"
 TOOL_RUN_TRANSFORMERS = "a tool run on the transformers sampler, on steps that sample a generation batch"
-VLLM_COLOCATE = "vLLM colocate, on steps whose sampling follows an optimizer step (training/run_setup/vllm_sampler.py)"
+VLLM_SAMPLER = "vLLM, colocate or server, on steps whose sampling follows a weight sync (training/run_setup/vllm_sampler.py)"
 STEP_CREDIT = "step_credit, on steps that sample a generation batch whose rollouts made calls"
 STEP_BRANCHES = "step_branches > 0, on steps that sample a generation batch"
 CHOICE_CREDIT = "choice_credit, on steps that sample a generation batch"
@@ -53,7 +53,7 @@ CONTRACT: dict[str, str] = {
     "timing/score_s": "always",
     "timing/loss_s": "always",
     "timing/optimizer_s": "always",
-    "timing/weight_sync_s": VLLM_COLOCATE,
+    "timing/weight_sync_s": VLLM_SAMPLER,
     "memory/rss_mb": "always",
     "memory/gpu_peak_allocated_mb": "on CUDA (training/step/gpu_memory.py)",
     "memory/gpu_peak_reserved_mb": "on CUDA (training/step/gpu_memory.py)",
