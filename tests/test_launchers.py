@@ -205,10 +205,27 @@ def test_the_gpu_launchers_command_trains_a_bf16_false_recipe_without_autocast(t
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
 @pytest.mark.parametrize("name", ["launch_gpu.sh", "launch_deepspeed.sh", "vllm_server.sh"])
 def test_gpu_launcher_without_gpu_prints_command_and_says_so(name):
-    proc = launcher(name, "--max_steps", "1")
+    proc = launcher(name, "--max_steps", "1", **({"VLLM_GPUS": "0"} if name == "vllm_server.sh" else {}))
     assert proc.returncode == 3
     assert "No CUDA GPU is visible on this machine: the command above was not started." in proc.stderr
     command_line(proc)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+def test_vllm_server_without_gpu_serves_on_the_cpu_with_trls_flags_the_trainers_dtype_and_the_gloo_sync():
+    proc = launcher("vllm_server.sh", "--dry-run", "--model", "models/causal_starting_policy", "--port", "8011")
+    assert proc.returncode == 0, proc.stderr
+    assert "vLLM server on CPU (no CUDA GPU is visible)" in proc.stdout
+    assert " -m training.run_setup.vllm_serve_cpu --model models/causal_starting_policy " in command_line(proc)
+    from training.run_setup.vllm_serve_cpu import server_command
+
+    command, url = server_command(["--model", "models/causal_starting_policy", "--port", "8011"])
+    assert url == "http://127.0.0.1:8011"
+    assert command[1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", "models/causal_starting_policy"]
+    flags = dict(zip(command[5::], command[6::]))
+    assert flags["--dtype"] == "float32" and flags["--weight-transfer-config"] == '{"backend": "gloo"}'
+    assert flags["--logprobs-mode"] == "processed_logprobs" and flags["--gpu-memory-utilization"] == "0.3"
+    assert "--enforce-eager" in command
 
 
 # ---- launch_cpu.sh trains for real ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 TRL 1.16 syncs a server's weights through vLLM's weight-transfer API (`/init_weight_transfer_engine`, then
 `/start_weight_update`, `/update_weights`, `/finish_weight_update` each step), and vLLM's engines for it (NCCL, CUDA
 IPC) need a GPU. This engine speaks the same API over a gloo group between the trainer (rank 0) and the server's
-workers (ranks 1..N): registered with vLLM under `BACKEND` (training/run_setup/vllm_plugin.py, a vLLM general plugin,
+workers (ranks 1..N): registered with vLLM as `BACKEND` (training/run_setup/vllm_plugin.py, a vLLM general plugin,
 so it exists in the server's worker processes) and chosen by the server's `--weight-transfer-config
 '{"backend": "gloo"}'`. One update is one broadcast: every tensor's bytes packed back to back in the order the
 update's metadata names them, unpacked on the worker into views and handed to the model's own `load_weights`.
@@ -24,7 +24,6 @@ from vllm.distributed.weight_transfer.base import (
     WeightTransferUpdateInfo,
 )
 
-BACKEND = "gloo"
 _STORE_PREFIX = "strict_grpo_weight_sync"
 
 

@@ -7,7 +7,7 @@ each of its processes, the server's workers included, before it builds a model.
   linears compute from their live weights for the life of the process (training/run_setup/vllm_cpu_weights.py), so
   each sync is seen at once. Other vLLM processes in the same environment keep vLLM's packed kernels.
 
-It imports nothing from the project beyond those two modules, and may run several times in one process.
+It imports vLLM and those two modules only when vLLM runs it, and may run several times in one process.
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 
 LIVE_WEIGHTS_ENV = "STRICT_GRPO_VLLM_LIVE_WEIGHTS"
+BACKEND = "gloo"  # the weight-transfer backend's name: a server's `--weight-transfer-config '{"backend": "gloo"}'`
 _installed = False
 
 
 def register() -> None:
     global _installed
     from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
-
-    from training.run_setup.vllm_gloo_engine import BACKEND
 
     if BACKEND not in WeightTransferEngineFactory._registry:  # vLLM refuses a second registration of a name
         WeightTransferEngineFactory.register_engine(BACKEND, "training.run_setup.vllm_gloo_engine",

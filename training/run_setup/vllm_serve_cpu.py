@@ -24,8 +24,7 @@ import os
 import shlex
 import sys
 
-from training.run_setup.vllm_gloo_engine import BACKEND
-from training.run_setup.vllm_plugin import LIVE_WEIGHTS_ENV
+from training.run_setup.vllm_plugin import BACKEND, LIVE_WEIGHTS_ENV
 
 CPU_MEMORY_SHARE = 0.3  # vLLM's default 0.92 of the machine is refused beside a trainer on the same one
 

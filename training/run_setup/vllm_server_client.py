@@ -21,7 +21,8 @@ import torch
 from trl.generation.vllm_client import VLLMClient
 
 from training.errors import BadInputError
-from training.run_setup.vllm_gloo_engine import BACKEND, gloo_group, pack, packed_size
+from training.run_setup.vllm_gloo_engine import gloo_group, pack, packed_size
+from training.run_setup.vllm_plugin import BACKEND
 
 TOKENIZER_PROBE = "<|im_start|>user\nintervene on X3 = -1.25, then read Y<|im_end|>\n"
 
