@@ -186,7 +186,10 @@ def test_every_task_folder_is_one_entry_point_whose_task_module_registers_one_ta
     folders = sorted(p.name for p in TASKS.iterdir() if (p / "__init__.py").exists())
     assert groups["strict_grpo.tasks"] == {name: f"training.tasks.{name}.task" for name in folders}
     assert [task.name for task in tasks.all()] == folders
-    assert set(groups) == {"strict_grpo.tasks"}  # one group: reward names, tiny models, ... come with each Task
+    # the project's own group is one: reward names, tiny models, ... come with each Task; vLLM's plugin group holds
+    # the one plugin (training/run_setup/vllm_plugin.py)
+    assert set(groups) == {"strict_grpo.tasks", "vllm.general_plugins"}
+    assert groups["vllm.general_plugins"] == {"strict_grpo": "training.run_setup.vllm_plugin:register"}
 
 
 def _calls_to(tree: ast.AST, names: set[str]) -> list[str]:

@@ -28,6 +28,12 @@ import trl.trainer.grpo_trainer as trl_grpo_trainer
 from trl.generation.vllm_generation import VLLMGeneration
 
 from training.run_setup.vllm_cpu_weights import live_cpu_weights
+from training.run_setup.vllm_server_client import (
+    CpuSyncVLLMClient,
+    ServerMismatchError,
+    served_dtype,
+    server_mismatch,
+)
 from training.step.diagnostics import timed
 from training.step.sampler_gap import run_precision
 
@@ -69,9 +75,7 @@ class RecipeDtypeVLLMGeneration(VLLMGeneration):
 
     def _init_server(self):
         """TRL's client swapped for one that syncs on CPU and names a dead server; the server must serve our model."""
-        from training.run_setup.vllm_server_client import ServerMismatchError, served_dtype, server_mismatch
-
-        with _client_class(self.server_timeout):
+        with _client_class():
             super()._init_vllm()
         if not self.accelerator.is_main_process:
             return
@@ -94,11 +98,9 @@ def recipe_dtype_sampler():
 
 
 @contextmanager
-def _client_class(timeout_s: float):
-    from training.run_setup.vllm_server_client import CpuSyncVLLMClient  # imports vLLM
-
+def _client_class():
     original = trl_vllm_generation.VLLMClient
-    trl_vllm_generation.VLLMClient = type("RecipeVLLMClient", (CpuSyncVLLMClient,), {"timeout_s": timeout_s})
+    trl_vllm_generation.VLLMClient = CpuSyncVLLMClient
     try:
         yield
     finally:

@@ -21,9 +21,9 @@ import torch
 from trl.generation.vllm_client import VLLMClient
 
 from training.errors import BadInputError
-from training.run_setup.vllm_gloo_engine import gloo_group, pack, packed_size
 from training.run_setup.vllm_plugin import BACKEND
 
+DEFAULT_TIMEOUT_S = 240.0  # TRL's default vllm_server_timeout
 TOKENIZER_PROBE = "<|im_start|>user\nintervene on X3 = -1.25, then read Y<|im_end|>\n"
 
 
@@ -38,7 +38,10 @@ class ServerMismatchError(SamplerServerError):
 class CpuSyncVLLMClient(VLLMClient):
     """`VLLMClient` whose weight sync runs over gloo where the trainer is on CPU (TRL's NCCL sync elsewhere)."""
 
-    timeout_s = 240.0  # the gloo group's: a peer that stops answering fails the sync after this long
+    def __init__(self, *args, connection_timeout: float = 0.0, **kwargs):
+        # the gloo group's too (TRL's `vllm_server_timeout`): a peer that stops answering fails a sync after this long
+        self.timeout_s = connection_timeout or DEFAULT_TIMEOUT_S
+        super().__init__(*args, connection_timeout=connection_timeout, **kwargs)
 
     def check_server(self, total_timeout: float = 0.0, retry_interval: float = 2.0):
         import requests
@@ -70,6 +73,8 @@ class CpuSyncVLLMClient(VLLMClient):
                 f"'{{\"backend\": \"{BACKEND}\"}}')")
         from vllm.utils.network_utils import get_ip
 
+        from training.run_setup.vllm_gloo_engine import gloo_group
+
         world_size = self.get_world_size() + 1
         init_info = {"master_address": get_ip(), "master_port": self.group_port, "rank_offset": 1,
                      "world_size": world_size, "timeout_s": self.timeout_s}
@@ -82,6 +87,8 @@ class CpuSyncVLLMClient(VLLMClient):
     def update_named_params(self, metadata, named_params):
         if not self._syncs_by_gloo():
             return super().update_named_params(metadata, named_params)
+        from training.run_setup.vllm_gloo_engine import pack, packed_size
+
         names, dtype_names, shapes = (list(field) for field in zip(*metadata, strict=True))
         buffer = pack((tensor for _, tensor in named_params), packed_size(dtype_names, shapes))
         if not self._updating_weights:
