@@ -22,7 +22,6 @@ import sys
 from contextlib import contextmanager
 from functools import partial
 
-import torch
 import trl.generation.vllm_generation as trl_vllm_generation
 import trl.trainer.grpo_trainer as trl_grpo_trainer
 from trl.generation.vllm_generation import VLLMGeneration
