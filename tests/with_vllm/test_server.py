@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FP32_GAP = 1e-4  # the recipe's bound for float32 (training/step/sampler_gap.py NORMAL_MEAN_GAP)
 
 
-POLICY = str(STARTING_POLICY_DIR)  # served and trained here: the causal recipe's prompts outgrow the tiny model's context
+# served and trained here: the causal recipe's prompts outgrow the tiny model's context
+POLICY = str(STARTING_POLICY_DIR)
 
 
 @pytest.fixture(scope="module")
