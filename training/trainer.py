@@ -1,9 +1,10 @@
 """`StrictGRPOTrainer`: TRL's `GRPOTrainer` with the strict stack wired in. One training step reads top to bottom here.
 
 Every TRL method the stack needs is overridden once, in this file, and calls the features (training/features/, one
-plain object each) in written order. No other class overrides a TRL method but the vLLM sampler
-(training/run_setup/vllm_sampler.py: the engine's dtype and CPU weights, settled where TRL builds it); data passes
-between features in the batch (keys in training/algorithms/trajectory.py), never on the trainer.
+plain object each) in written order. No other class overrides a TRL method but the vLLM sampler and its server
+client (training/run_setup/vllm_sampler.py: the engine's dtype and CPU weights, settled where TRL builds it;
+vllm_server_client.py: the weight sync to a CPU server); data passes between features in the batch (keys in
+training/algorithms/trajectory.py), never on the trainer.
 
     generation   `_generate_and_score_completions`: dynamic sampling runs one or more sampling rounds; each round
                  plans forcing, lets TRL generate and score (our hooks inside: `_generate` checks tool calls, notes

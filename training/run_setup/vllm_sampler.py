@@ -1,7 +1,8 @@
 """TRL's vLLM sampler built in the dtype the trainer trains in, with weights a sync can reach on CPU.
 
-TRL 1.16 leaves two things to vLLM's defaults that are wrong for a trainer's sampler; both are settled here, and
-nowhere else:
+TRL 1.16 leaves three things to vLLM's defaults that are wrong for a trainer's sampler; they are settled here, and
+nowhere else (a server's side: TRL's client swapped for one that syncs on CPU and checks what the server serves,
+training/run_setup/vllm_server_client.py):
 
 - **dtype.** TRL builds `LLM(...)` without one, and vLLM's `auto` makes a float32 checkpoint float16 on a GPU and
   bfloat16 on CPU: an fp32 recipe would sample in another precision without a word, and its sample-time log-probs
@@ -74,46 +75,35 @@ class RecipeDtypeVLLMGeneration(VLLMGeneration):
 
     def _init_server(self):
         """TRL's client swapped for one that syncs on CPU and names a dead server; the server must serve our model."""
-        with _client_class():
+        with _swapped(trl_vllm_generation, "VLLMClient", CpuSyncVLLMClient):
             super()._init_vllm()
         if not self.accelerator.is_main_process:
             return
         self.engine_dtype = served_dtype(self.vllm_client)
-        mismatch = server_mismatch(self.vllm_client, self.processing_class, self.dtype)
+        mismatch = server_mismatch(self.vllm_client, self.processing_class, self.dtype, self.engine_dtype)
         if mismatch is not None:
             raise ServerMismatchError(f"the vLLM server at {self.vllm_client.base_url} does not serve the trainer's "
                                       f"model: {mismatch}")
 
 
-@contextmanager
 def recipe_dtype_sampler():
     """While TRL's `GRPOTrainer.__init__` runs, the vLLM sampler it builds is a `RecipeDtypeVLLMGeneration`."""
-    original = trl_grpo_trainer.VLLMGeneration
-    trl_grpo_trainer.VLLMGeneration = RecipeDtypeVLLMGeneration
-    try:
-        yield
-    finally:
-        trl_grpo_trainer.VLLMGeneration = original
+    return _swapped(trl_grpo_trainer, "VLLMGeneration", RecipeDtypeVLLMGeneration)
 
 
-@contextmanager
-def _client_class():
-    original = trl_vllm_generation.VLLMClient
-    trl_vllm_generation.VLLMClient = CpuSyncVLLMClient
-    try:
-        yield
-    finally:
-        trl_vllm_generation.VLLMClient = original
-
-
-@contextmanager
 def _llm_built_in(dtype: str):
-    original = trl_vllm_generation.LLM
-    trl_vllm_generation.LLM = partial(original, dtype=dtype)
+    return _swapped(trl_vllm_generation, "LLM", partial(trl_vllm_generation.LLM, dtype=dtype))
+
+
+@contextmanager
+def _swapped(module, name: str, value):
+    """`module.name` is `value` while the block runs: TRL builds these by their module-level names."""
+    original = getattr(module, name)
+    setattr(module, name, value)
     try:
         yield
     finally:
-        trl_vllm_generation.LLM = original
+        setattr(module, name, original)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from training.errors import BadInputError
 from training.run_setup.vllm_plugin import BACKEND
 
 DEFAULT_TIMEOUT_S = 240.0  # TRL's default vllm_server_timeout
+RESTART = "restart it and resume with --resume_from_checkpoint true"
 TOKENIZER_PROBE = "<|im_start|>user\nintervene on X3 = -1.25, then read Y<|im_end|>\n"
 
 
@@ -100,14 +101,14 @@ class CpuSyncVLLMClient(VLLMClient):
                 self.communicator.broadcast(buffer, 0).wait()
             except RuntimeError as err:  # gloo: the peer closed its end or did not answer within timeout_s
                 raise SamplerServerError(f"the vLLM server at {self.base_url} stopped taking weights ({err}); "
-                                         "restart it and resume with --resume_from_checkpoint true") from err
+                                         f"{RESTART}") from err
             try:
                 received.result()
             except ServerRequestError as err:
                 if not self._answers():  # its engine died while it took them: its API process answered for it
                     raise SamplerServerError(
                         f"the vLLM server at {self.base_url} stopped answering while it took the weights ({err}); "
-                        "restart it and resume with --resume_from_checkpoint true") from err
+                        f"{RESTART}") from err
                 raise ServerMismatchError(
                     f"the vLLM server at {self.base_url} cannot load the trainer's weights, so it serves another "
                     f"model than the trainer trains: {err}") from err
@@ -156,7 +157,7 @@ def _server_answers(base_url: str, url: str):
     except requests.exceptions.RequestException as err:
         raise SamplerServerError(
             f"the vLLM server at {base_url} stopped answering ({url.removeprefix(base_url)}: "
-            f"{type(err).__name__}); restart it and resume with --resume_from_checkpoint true") from err
+            f"{type(err).__name__}); {RESTART}") from err
     except Exception as err:
         if str(err).startswith("Request failed:"):  # TRL's `_get`/`_post` on an error status
             raise ServerRequestError(f"{url.removeprefix(base_url)}: {str(err)[:600]}") from err
@@ -167,9 +168,9 @@ def served_dtype(client: VLLMClient) -> str:
     return str(client.get_server_info()["model_config"]["dtype"]).removeprefix("torch.")
 
 
-def server_mismatch(client: VLLMClient, tokenizer, dtype: str) -> str | None:
-    """What differs between what the server serves and what the trainer trains (None: nothing), as one sentence."""
-    served = served_dtype(client)
+def server_mismatch(client: VLLMClient, tokenizer, dtype: str, served: str) -> str | None:
+    """What differs between what the server serves (in dtype `served`) and what the trainer trains (None: nothing),
+    as one sentence."""
     if served != dtype:
         return (f"it computes in {served} and the trainer trains in {dtype}: its sample-time log-probs would be "
                 f"another precision's (start it with --dtype {dtype})")
