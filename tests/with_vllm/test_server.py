@@ -91,8 +91,10 @@ def test_the_causal_recipe_trains_against_the_server_through_the_launcher(server
     proc = subprocess.run(
         ["bash", "launchers/launch_cpu.sh", "--recipe", "recipes/causal_cpu.yaml", "--use_vllm", "true",
          "--vllm_mode", "server", "--vllm_server_base_url", server.url, "--vllm_group_port", str(free_port()),
-         "--max_steps", "2", "--logp_check_steps", "1",
-         "--heldout_max_samples", "4", "--output_dir", str(out)],
+         "--max_steps", "2", "--logp_check_steps", "1", "--heldout_max_samples", "4",
+         # 3 turns: the starting policy has 1024 positions, which 6 turns of the recipe can outgrow, and vLLM refuses
+         # a prompt and its max_tokens beyond them (the transformers sampler runs on)
+         "--max_tool_calling_iterations", "3", "--output_dir", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=900, env=fresh_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     gap = json.loads((out / "run_summary.json").read_text())["sampler_gap"]
