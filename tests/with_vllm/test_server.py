@@ -83,7 +83,6 @@ def test_the_tool_agent_trains_against_the_server_with_the_features_it_meets(mak
     assert len(generated) == 2
     assert all(log["sampling/logp_abs_diff"] <= FP32_GAP for log in generated), generated
     assert all(0 < log["turns/max_tokens"] <= 16 for log in generated)
-    assert max(log["turns/cut"] for log in generated) > 0  # a turn that runs on is stopped at the limit by the server
 
 
 def test_the_causal_recipe_trains_against_the_server_through_the_launcher(server, tmp_path):
