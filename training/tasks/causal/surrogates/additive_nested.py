@@ -16,16 +16,20 @@ X = [X_Q ; x] where X_Q belongs to the sibling Q = P \\ {max P} ∪ {j} (one mem
     log det A_S = log det A_P + 2 sum log diag N,   b_S' A_S^-1 b_S = quad_P + |z|^2.
 
 So a set costs O(F^3 k) (one F x F Cholesky factor and a few F x F products), not the O((k F)^3) of factorising its
-block. `node_scores` runs it for one node over a batch of data sets, a data set at a time (its sets' factors stay in
-cache), with numba: in numpy each F x F step is a call whose overhead outweighs its arithmetic. Its cost a call:
-BENCHMARKS.md "Where an additive call's time goes" (the options' scores). Each data set's moments are a base's
-plus an optional one-row update (the lookahead's), so that no d F x d F matrix is stored per data set (the kernel
-forms each data set's scaled Gram in one scratch buffer). The same numbers as `additive_scores.log_bayes_factors_rows` up to rounding
-(tests/tasks/causal/test_additive_fast_paths.py holds them to the code before, within 1e-10).
+block. `node_scores` runs it for one node over a batch of data sets with numba, up to `MAX_LANES` data sets side by
+side (`lane_groups`: data sets that copy the same sets from the same anchor), every step a loop over them that the
+compiler turns into SIMD instructions (one data set at a time, each F x F step is a few dozen scalar operations
+that no vector unit speeds up; in numpy each step is a call whose overhead outweighs its arithmetic). The sums over
+a parent's F = 5 features are written out, one vector expression a loop, so that each loop stores once. Each data
+set's moments are a base's plus an optional one-row update (the lookahead's), so that no d F x d F matrix is stored
+per data set (the kernel forms a group's scaled Grams in one scratch buffer). Its cost a call: BENCHMARKS.md "Where
+an additive call's time goes" (the options' scores). The same numbers as `additive_scores.log_bayes_factors_rows`
+up to rounding (tests/tasks/causal/test_additive_fast_paths.py holds them to the code before, within 1e-10).
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -35,6 +39,9 @@ import numpy as np
 from training.tasks.causal.surrogates.additive_scores import FEATURES
 from training.tasks.causal.surrogates.linear_scores import CONSTANT_REL_SD
 from training.tasks.causal.surrogates.subsets import score_plan
+
+if FEATURES != 5:  # the kernel's sums over a parent's features are written out
+    raise ImportError(f"additive_nested: written for 5 features a parent, the dictionary has {FEATURES}")
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class NodePlan:
     before_last: np.ndarray
     cols: np.ndarray
     members: np.ndarray  # each set's bitmask of variables
+    kept: np.ndarray  # where a set smaller than the largest keeps its factor for the next size (-1: largest size)
     n_sets: int
     features: int  # F
 
@@ -80,7 +88,24 @@ def node_plan(d: int, max_parents: int, v: int, features: int) -> NodePlan:
         prev_masks, prev_offset, offset = masks, offset, offset + len(rows)
     flat = {key: np.concatenate(value).astype(np.int64) if value else np.zeros(0, dtype=np.int64)
             for key, value in parts.items()}
-    return NodePlan(**flat, n_sets=int(np.sum(plan.nodes == v)), features=features)
+    small = flat["size"] < flat["size"].max(initial=1)
+    kept = np.where(small, np.cumsum(small) - 1, -1).astype(np.int64)
+    return NodePlan(**flat, kept=kept, n_sets=int(np.sum(plan.nodes == v)), features=features)
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What data sets share: `anchors` (A,) the data sets scored first, in full; `anchor_of` (B,) each data set's
+    anchor (-1: none; an anchor's own entry is ignored) and `agree` (B,) the bitmask of the variables whose features
+    in the data set's moments equal the anchor's. A set S of node v whose S ∪ {v} lies in `agree` has the anchor's
+    factor, score and kept block rows: everything the kernel computes for S reads S ∪ {v}'s features alone."""
+
+    anchors: np.ndarray
+    anchor_of: np.ndarray
+    agree: np.ndarray
+
+
+MAX_LANES = 64  # data sets scored side by side: the compiled loops run over them, in SIMD registers
 
 
 def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray, base: np.ndarray,
@@ -97,226 +122,317 @@ def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray,
     if shared is None:
         shared = Shared(np.zeros(0, dtype=np.int64), np.full(len(base), -1, dtype=np.int64),
                         np.zeros(len(base), dtype=np.int64))
-    _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols, plan.members,
-            int(plan.size.max(initial=1)), own // plan.features, own, np.sqrt(prior_var), CONSTANT_REL_SD,
-            np.ascontiguousarray(m2), base.astype(np.int64), count.astype(float),
-            np.ascontiguousarray(mean, dtype=float), np.ascontiguousarray(delta, dtype=float), weight.astype(float),
-            shared.anchors.astype(np.int64), shared.anchor_of.astype(np.int64), shared.agree.astype(np.int64), out)
+    anchors = shared.anchors.astype(np.int64)
+    _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols, plan.members, plan.kept,
+            int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD, np.ascontiguousarray(m2),
+            base.astype(np.int64), count.astype(float), np.ascontiguousarray(mean, dtype=float),
+            np.ascontiguousarray(delta, dtype=float), weight.astype(float), anchors,
+            *lane_groups(len(base), shared, own // plan.features), out)
     return out
 
 
-@dataclass(frozen=True)
-class Shared:
-    """What data sets share: `anchors` (A,) the data sets scored first, in full; `anchor_of` (B,) each data set's
-    anchor (-1: none; an anchor's own entry is ignored) and `agree` (B,) the bitmask of the variables whose features
-    in the data set's moments equal the anchor's. A set S of node v whose S ∪ {v} lies in `agree` has the anchor's
-    factor, score and kept block rows: everything the kernel computes for S reads S ∪ {v}'s features alone."""
+def lane_groups(n: int, shared: Shared, own_var: int) -> tuple[np.ndarray, ...]:
+    """The data sets in groups scored side by side: (order (n,) the data sets group after group, starts (G + 1,)
+    each group's offsets into it, ref (G,) the anchor a group copies from (-1: none; its index in
+    `shared.anchors`) and agree (G,) the variables its data sets share with that anchor). The anchors come first
+    (in their order), then runs of data sets with the same anchor and agreement, at most `MAX_LANES` a group. A data
+    set copies only where its own variable agrees with its anchor."""
+    anchors = shared.anchors.astype(np.int64)
+    rest = np.setdiff1d(np.arange(n), anchors)
+    index_of = np.full(n, -1, dtype=np.int64)
+    index_of[anchors] = np.arange(len(anchors))
+    ref, agree = shared.anchor_of[rest].astype(np.int64), shared.agree[rest].astype(np.int64)
+    ok = (ref >= 0) & ((agree >> own_var) & 1 == 1)
+    ref, agree = np.where(ok, index_of[np.maximum(ref, 0)], -1), np.where(ok, agree, 0)
+    order = np.lexsort((agree, ref))
+    rest, ref, agree = rest[order], ref[order], agree[order]
+    new_run = np.r_[True, (ref[1:] != ref[:-1]) | (agree[1:] != agree[:-1])] if len(rest) else np.zeros(0, bool)
+    run_start = np.maximum.accumulate(np.where(new_run, np.arange(len(rest)), 0)) if len(rest) else rest
+    heads = np.flatnonzero((np.arange(len(rest)) - run_start) % MAX_LANES == 0)
+    anchor_heads = np.arange(0, len(anchors), MAX_LANES)
+    starts = np.r_[anchor_heads, len(anchors) + heads, n].astype(np.int64)
+    return (np.r_[anchors, rest].astype(np.int64), starts, np.r_[np.full(len(anchor_heads), -1), ref[heads]].astype(
+        np.int64), np.r_[np.zeros(len(anchor_heads)), agree[heads]].astype(np.int64))
 
-    anchors: np.ndarray
-    anchor_of: np.ndarray
-    agree: np.ndarray
 
-
+_Kept = namedtuple("_Kept", "x_rows n_inv schur resid z logdet quad")  # a set's kept factors, lane by lane
 _JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
 
 
 @numba.njit(**_JIT)
-def _scores(size, prefix, sibling, last, before_last, cols, members, k_max, own_var, own, root_prior, rel_sd, m2,
-            base, count, mean, delta, weight, anchors, anchor_of, agree, out
+def _scores(size, prefix, sibling, last, before_last, cols, members, kept, k_max, own, root_prior, rel_sd, m2, base,
+            count, mean, delta, weight, anchors, order, starts, ref_of, agree_of, out
             ):  # pragma: no cover - compiled; its values are tested through `node_scores`
-    f = FEATURES  # a compile-time constant, so that the F x F loops are unrolled
-    n_feat = m2.shape[-1]
-    sets, slots = len(size), len(anchors) + 1  # slot 0: the data set being scored; 1 + a: anchor a
-    x_rows = np.zeros((slots, sets, f * max(k_max - 1, 1), f))
-    n_inv = np.zeros((slots, sets, f, f))
-    schur = np.zeros((slots, sets, f, f))
-    resid = np.zeros((slots, sets, f))
-    z = np.zeros((slots, sets, f))
-    logdet = np.zeros((slots, sets))
-    quad = np.zeros((slots, sets))
-    slot_of = np.zeros(sets, dtype=np.int64)
-    slot_of_anchor = np.full(len(base), -1, dtype=np.int64)
-    for a in range(len(anchors)):
-        slot_of_anchor[anchors[a]] = a + 1
-    scratch = (np.zeros(n_feat), np.zeros((n_feat, n_feat)), np.zeros(n_feat), np.zeros((f, f)), np.zeros((f, f)),
-               np.zeros((f, f)), np.zeros(f), np.zeros((f, f)))
-    for step in range(len(anchors) + len(base)):
-        b = anchors[step] if step < len(anchors) else step - len(anchors)
-        store, ref, shared = 0, -1, 0
-        if step < len(anchors):
-            store = step + 1
-        elif slot_of_anchor[b] >= 0:
-            continue  # scored as an anchor
-        elif anchor_of[b] >= 0 and (agree[b] >> own_var) & 1:
-            ref, shared = anchor_of[b], agree[b]
+    f, lanes = FEATURES, MAX_LANES
+    n_feat, sets, n_anchors = m2.shape[-1], len(size), len(anchors)
+    stored, rows = max(int(kept.max()) + 1, 1), f * max(k_max - 2, 1)
+    state = _Kept(np.zeros((stored, rows, f, lanes)), np.zeros((stored, f, f, lanes)),
+                  np.zeros((stored, f, f, lanes)), np.zeros((stored, f, lanes)), np.zeros((stored, f, lanes)),
+                  np.zeros((stored, lanes)), np.zeros((stored, lanes)))
+    by_anchor = _Kept(np.zeros((n_anchors, stored, rows, f)), np.zeros((n_anchors, stored, f, f)),
+                      np.zeros((n_anchors, stored, f, f)), np.zeros((n_anchors, stored, f)),
+                      np.zeros((n_anchors, stored, f)), np.zeros((n_anchors, stored)), np.zeros((n_anchors, stored)))
+    computed, copied = np.zeros(sets, dtype=np.bool_), np.zeros(sets, dtype=np.bool_)
+    gram, cross = np.zeros((n_feat, n_feat, lanes)), np.zeros((n_feat, lanes))
+    inv, dl = np.zeros((n_feat, lanes)), np.zeros((n_feat, lanes))
+    q0, half_nu, informative = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, dtype=np.bool_)
+    t, x, c, low = np.zeros((f, f, lanes)), np.zeros((f, f, lanes)), np.zeros((f, f, lanes)), np.zeros((f, f, lanes))
+    r, root, det_root, total, acc = (np.zeros((f, lanes)), np.zeros(lanes), np.zeros(lanes), np.zeros(lanes),
+                                     np.zeros(lanes))
+    for g in range(len(starts) - 1):
+        group = order[starts[g]:starts[g + 1]]
+        nl, ref, shared = len(group), ref_of[g], agree_of[g]
         for s in range(sets):
-            reuse = ref >= 0 and (members[s] & ~shared) == 0
-            slot_of[s] = slot_of_anchor[ref] if reuse else store
-        _one_data_set(b, ref, size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd,
-                      m2[base[b]], count[b], mean[b], delta[b], weight[b], slot_of, store, x_rows, n_inv, schur,
-                      resid, z, logdet, quad, scratch, out)
+            computed[s] = ref < 0 or (members[s] & ~shared) != 0
+            copied[s] = False
+        if ref >= 0:  # the anchor's factors of the sets a computed one grows from
+            for s in range(sets):
+                if computed[s] and size[s] > 1:
+                    for p in (prefix[s], sibling[s]):
+                        if not computed[p] and not copied[p]:
+                            _broadcast(by_anchor, ref, kept[p], state, nl)
+                            copied[p] = True
+        _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl, gram, cross,
+                        q0, half_nu, informative)
+        for s in range(sets):
+            if not computed[s]:
+                for lane in range(nl):
+                    out[group[lane], cols[s]] = out[anchors[ref], cols[s]]
+                continue
+            k, j0, ks = size[s], last[s], kept[s]
+            if k == 1:
+                _first_block(gram, cross, j0, c, r, nl)
+                for lane in range(nl):
+                    total[lane] = 0.0
+                    acc[lane] = 0.0  # the prefix's log det
+            else:
+                kp, kq = kept[prefix[s]], kept[sibling[s]]
+                _grown_block(state, ks, kp, kq, k, k_max, before_last[s], j0, gram, t, x, c, r, nl)
+                for lane in range(nl):
+                    total[lane] = state.quad[kp, lane]
+                    acc[lane] = state.logdet[kp, lane]
+            _cholesky(c, low, root, det_root, nl)
+            if k < k_max:
+                _kept_for_next_size(state, ks, low, c, r, total, nl)
+            else:
+                _solved_norm(low, r, t, total, nl)
+            for lane in range(nl):
+                acc[lane] += 2.0 * np.log(det_root[lane])
+            if k < k_max:
+                for lane in range(nl):
+                    state.logdet[ks, lane] = acc[lane]
+                    state.quad[ks, lane] = total[lane]
+            for lane in range(nl):
+                ratio = min(max(1.0 - total[lane] / q0[lane], 1e-300), 1.0)
+                score = -0.5 * acc[lane] - half_nu[lane] * np.log(ratio)
+                out[group[lane], cols[s]] = score if informative[lane] else 0.0
+        if ref < 0 and g * lanes < n_anchors:  # an anchors' group: what the groups copying from them read
+            for lane in range(nl):
+                _extract(state, lane, by_anchor, g * lanes + lane)
 
-
-@numba.njit(**_JIT)
-def _one_data_set(b, ref, size, prefix, sibling, last, before_last, cols, k_max, own, root_prior, rel_sd, mb, n,
-                  mean_b, delta_b, w, slot_of, store, x_rows, n_inv, schur, resid, z, logdet, quad, scratch, out
-                  ):  # pragma: no cover
-    """Data set b's scores into out[b]: each set computed into slot `store`, or copied from anchor `ref`'s row where
-    `slot_of` points at that anchor's slot."""
-    inv, gram, cross, t, x, c, r, low = scratch
-    q0 = _scaled_moments(mb, w, n, delta_b, mean_b, own, root_prior, rel_sd, inv, gram, cross)
-    if q0 < 0:
-        return  # uninformative: every score 0
-    q0_safe = q0 if q0 > 0 else 1.0
-    half_nu = 0.5 * (n - 1.0)
-    for s in range(len(size)):
-        if slot_of[s] != store:
-            out[b, cols[s]] = out[ref, cols[s]]
-            continue
-        k, j0 = size[s], last[s]
-        if k == 1:
-            _first_block(gram, cross, j0, c, r)
-            logdet_p, quad_p = 0.0, 0.0
-        else:
-            p, q = prefix[s], sibling[s]
-            sp, sq = slot_of[p], slot_of[q]
-            _grown_block(store, s, sp, p, sq, q, k, k_max, before_last[s], j0, gram, x_rows, n_inv, schur, resid, z,
-                         t, x, c, r)
-            logdet_p, quad_p = logdet[sp, p], quad[sp, p]
-        det_root = _cholesky(c, low)
-        if k < k_max:
-            total = quad_p + _kept_for_next_size(store, s, low, c, r, n_inv, schur, resid, z)
-        else:
-            total = quad_p + _solved_norm(low, r, t)
-        logdet[store, s] = logdet_p + 2.0 * np.log(det_root)
-        quad[store, s] = total
-        ratio = min(max(1.0 - total / q0_safe, 1e-300), 1.0)
-        out[b, cols[s]] = -0.5 * logdet[store, s] - half_nu * np.log(ratio)
-
-
-@numba.njit(**_JIT)
-def _scaled_moments(mb, w, n, delta_b, mean_b, own, root_prior, rel_sd, inv, gram, cross):  # pragma: no cover
-    """Fill `gram` and `cross` with one data set's scaled Gram and its cross column to v; v's sum of squares, or -1
-    when the data set is uninformative (fewer than 2 rows, or v constant on them)."""
-    n_feat = len(inv)
-    for a in range(n_feat):
-        var = mb[a, a] + w * delta_b[a] * delta_b[a]
-        sd = np.sqrt(var / max(n, 1.0))
-        inv[a] = root_prior[a] / sd if sd > rel_sd * abs(mean_b[a]) else 0.0
-    q0 = mb[own, own] + w * delta_b[own] * delta_b[own]
-    ybar = mean_b[own]
-    if not (n >= 2 and q0 > rel_sd * rel_sd * n * ybar * ybar):
-        return -1.0
-    for a in range(n_feat):
-        cross[a] = (mb[a, own] + w * delta_b[a] * delta_b[own]) * inv[a]
-        for e in range(n_feat):
-            gram[a, e] = (mb[a, e] + w * delta_b[a] * delta_b[e]) * inv[a] * inv[e]
-    return q0
 
 
 @numba.njit(**_JIT)
-def _first_block(gram, cross, j0, c, r):  # pragma: no cover
+def _broadcast(by_anchor, a, ks, state, nl):  # pragma: no cover
+    """Anchor a's kept factors of stored set ks into every lane."""
+    for h in range(state.x_rows.shape[1]):
+        for e in range(FEATURES):
+            for lane in range(nl):
+                state.x_rows[ks, h, e, lane] = by_anchor.x_rows[a, ks, h, e]
+    for i in range(FEATURES):
+        for e in range(FEATURES):
+            for lane in range(nl):
+                state.n_inv[ks, i, e, lane] = by_anchor.n_inv[a, ks, i, e]
+                state.schur[ks, i, e, lane] = by_anchor.schur[a, ks, i, e]
+        for lane in range(nl):
+            state.resid[ks, i, lane] = by_anchor.resid[a, ks, i]
+            state.z[ks, i, lane] = by_anchor.z[a, ks, i]
+    for lane in range(nl):
+        state.logdet[ks, lane] = by_anchor.logdet[a, ks]
+        state.quad[ks, lane] = by_anchor.quad[a, ks]
+
+
+@numba.njit(**_JIT)
+def _extract(state, lane, by_anchor, a):  # pragma: no cover
+    """Lane `lane`'s kept factors of every stored set, as anchor a's."""
+    for ks in range(state.x_rows.shape[0]):
+        for h in range(state.x_rows.shape[1]):
+            for e in range(FEATURES):
+                by_anchor.x_rows[a, ks, h, e] = state.x_rows[ks, h, e, lane]
+        for i in range(FEATURES):
+            for e in range(FEATURES):
+                by_anchor.n_inv[a, ks, i, e] = state.n_inv[ks, i, e, lane]
+                by_anchor.schur[a, ks, i, e] = state.schur[ks, i, e, lane]
+            by_anchor.resid[a, ks, i] = state.resid[ks, i, lane]
+            by_anchor.z[a, ks, i] = state.z[ks, i, lane]
+        by_anchor.logdet[a, ks] = state.logdet[ks, lane]
+        by_anchor.quad[a, ks] = state.quad[ks, lane]
+
+
+@numba.njit(**_JIT)
+def _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl, gram, cross, q0,
+                    half_nu, informative):  # pragma: no cover
+    """Fill `gram` and `cross` with the group's data sets' scaled Grams and cross columns to v, lane by lane; q0
+    (v's sums of squares, 1 where 0), half_nu ((n - 1) / 2) and `informative` (at least 2 rows, v not constant)."""
+    n_feat, nl = inv.shape[0], len(group)
+    same_base = True
+    for lane in range(nl):
+        b = group[lane]
+        same_base = same_base and base[b] == base[group[0]]
+        n, wt, mb = count[b], weight[b], m2[base[b]]
+        for a in range(n_feat):
+            dl[a, lane] = delta[b, a]
+            sd = np.sqrt((mb[a, a] + wt * delta[b, a] * delta[b, a]) / max(n, 1.0))
+            inv[a, lane] = root_prior[a] / sd if sd > rel_sd * abs(mean[b, a]) else 0.0
+        sq = mb[own, own] + wt * delta[b, own] * delta[b, own]
+        ybar = mean[b, own]
+        informative[lane] = n >= 2 and sq > rel_sd * rel_sd * n * ybar * ybar
+        q0[lane] = sq if sq > 0 else 1.0
+        half_nu[lane] = 0.5 * (n - 1.0)
+    if same_base:  # the lookahead's: one base, a row each
+        mb = m2[base[group[0]]]
+        wts = np.empty(nl)
+        for lane in range(nl):
+            wts[lane] = weight[group[lane]]
+        for a in range(n_feat):
+            for e in range(n_feat):
+                m = mb[a, e]
+                for lane in range(nl):
+                    gram[a, e, lane] = (m + wts[lane] * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[e, lane]
+            m = mb[a, own]
+            for lane in range(nl):
+                cross[a, lane] = (m + wts[lane] * dl[a, lane] * dl[own, lane]) * inv[a, lane]
+    else:
+        for lane in range(nl):
+            b = group[lane]
+            mb, wt = m2[base[b]], weight[b]
+            for a in range(n_feat):
+                cross[a, lane] = (mb[a, own] + wt * dl[a, lane] * dl[own, lane]) * inv[a, lane]
+                for e in range(n_feat):
+                    gram[a, e, lane] = (mb[a, e] + wt * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[e, lane]
+
+
+@numba.njit(**_JIT)
+def _first_block(gram, cross, j0, c, r, nl):  # pragma: no cover
     """A one-member set: C = I + its Gram block, r its cross block."""
-    f = FEATURES
-    for i in range(f):
-        for e in range(f):
-            c[i, e] = gram[j0 + i, j0 + e]
-        c[i, i] += 1.0
-        r[i] = cross[j0 + i]
+    for i in range(FEATURES):
+        for e in range(FEATURES):
+            one = 1.0 if i == e else 0.0
+            for lane in range(nl):
+                c[i, e, lane] = gram[j0 + i, j0 + e, lane] + one
+        for lane in range(nl):
+            r[i, lane] = cross[j0 + i, lane]
 
 
 @numba.njit(**_JIT)
-def _grown_block(so, s, sp, p, sq, q, k, k_max, m0, j0, gram, x_rows, n_inv, schur, resid, z, t, x, c, r
-                 ):  # pragma: no cover
-    """A set of k >= 2 members from its prefix p and sibling q (in slots sp, sq): x, C (lower half) and r; its block
-    row kept in slot so."""
-    f = FEATURES
-    for i in range(f):
-        for e in range(f):
-            acc = gram[m0 + i, j0 + e]
-            for h in range(f * (k - 2)):
-                acc -= x_rows[sp, p, h, i] * x_rows[sq, q, h, e]
-            t[i, e] = acc
-    for i in range(f):  # x = N_P^-1 t (lower triangular)
-        for e in range(f):
-            acc = 0.0
-            for h in range(i + 1):
-                acc += n_inv[sp, p, i, h] * t[h, e]
-            x[i, e] = acc
-    for i in range(f):  # C = C_Q - x'x (lower half), r = r_Q - x' z_P
+def _grown_block(state, ks, kp, kq, k, k_max, m0, j0, gram, t, x, c, r, nl):  # pragma: no cover
+    """A set of k >= 2 members from its prefix and sibling (kept at kp and kq): x, C (lower half) and r; its block
+    row kept at ks. The sums run over one parent's F = 5 features at a time, written out (one vector expression a
+    lane loop); N^-1 is stored with zeros above its diagonal, so x's sums run over all five."""
+    xr, ni, sc, rs, zz = state.x_rows, state.n_inv, state.schur, state.resid, state.z
+    for i in range(FEATURES):
+        for e in range(FEATURES):
+            for lane in range(nl):
+                t[i, e, lane] = gram[m0 + i, j0 + e, lane]
+            for hb in range(0, FEATURES * (k - 2), FEATURES):
+                for lane in range(nl):
+                    t[i, e, lane] -= (xr[kp, hb, i, lane] * xr[kq, hb, e, lane]
+                                      + xr[kp, hb + 1, i, lane] * xr[kq, hb + 1, e, lane]
+                                      + xr[kp, hb + 2, i, lane] * xr[kq, hb + 2, e, lane]
+                                      + xr[kp, hb + 3, i, lane] * xr[kq, hb + 3, e, lane]
+                                      + xr[kp, hb + 4, i, lane] * xr[kq, hb + 4, e, lane])
+    for i in range(FEATURES):  # x = N_P^-1 t
+        for e in range(FEATURES):
+            for lane in range(nl):
+                x[i, e, lane] = (ni[kp, i, 0, lane] * t[0, e, lane] + ni[kp, i, 1, lane] * t[1, e, lane]
+                                 + ni[kp, i, 2, lane] * t[2, e, lane] + ni[kp, i, 3, lane] * t[3, e, lane]
+                                 + ni[kp, i, 4, lane] * t[4, e, lane])
+    for i in range(FEATURES):  # C = C_Q - x'x (lower half), r = r_Q - x' z_P
         for e in range(i + 1):
-            acc = schur[sq, q, i, e]
-            for h in range(f):
-                acc -= x[h, i] * x[h, e]
-            c[i, e] = acc
-        acc = resid[sq, q, i]
-        for h in range(f):
-            acc -= x[h, i] * z[sp, p, h]
-        r[i] = acc
+            for lane in range(nl):
+                c[i, e, lane] = sc[kq, i, e, lane] - (x[0, i, lane] * x[0, e, lane] + x[1, i, lane] * x[1, e, lane]
+                                                      + x[2, i, lane] * x[2, e, lane] + x[3, i, lane] * x[3, e, lane]
+                                                      + x[4, i, lane] * x[4, e, lane])
+        for lane in range(nl):
+            r[i, lane] = rs[kq, i, lane] - (x[0, i, lane] * zz[kp, 0, lane] + x[1, i, lane] * zz[kp, 1, lane]
+                                            + x[2, i, lane] * zz[kp, 2, lane] + x[3, i, lane] * zz[kp, 3, lane]
+                                            + x[4, i, lane] * zz[kp, 4, lane])
     if k < k_max:  # the set's block row, for the sets it is the prefix or sibling of
-        head = f * (k - 2)
+        head = FEATURES * (k - 2)
         for h in range(head):
-            for e in range(f):
-                x_rows[so, s, h, e] = x_rows[sq, q, h, e]
-        for h in range(f):
-            for e in range(f):
-                x_rows[so, s, head + h, e] = x[h, e]
+            for e in range(FEATURES):
+                for lane in range(nl):
+                    xr[ks, h, e, lane] = xr[kq, h, e, lane]
+        for h in range(FEATURES):
+            for e in range(FEATURES):
+                for lane in range(nl):
+                    xr[ks, head + h, e, lane] = x[h, e, lane]
 
 
 @numba.njit(**_JIT)
-def _cholesky(c, low):  # pragma: no cover
-    """C = N N' into `low`; det N: a product of roots >= 1 (C >= I), so that a set takes one log."""
-    f = FEATURES
-    det_root = 1.0
-    for e in range(f):
-        acc = c[e, e]
+def _cholesky(c, low, root, det_root, nl):  # pragma: no cover
+    """C = N N' into `low`, lane by lane; det N into `det_root`: a product of roots >= 1 (C >= I), so that a set
+    takes one log."""
+    for lane in range(nl):
+        det_root[lane] = 1.0
+    for e in range(FEATURES):
+        for lane in range(nl):
+            root[lane] = c[e, e, lane]
         for h in range(e):
-            acc -= low[e, h] * low[e, h]
-        root = np.sqrt(acc)
-        low[e, e] = root
-        det_root *= root
-        for i in range(e + 1, f):
-            acc = c[i, e]
+            for lane in range(nl):
+                root[lane] -= low[e, h, lane] * low[e, h, lane]
+        for lane in range(nl):
+            root[lane] = np.sqrt(root[lane])
+            low[e, e, lane] = root[lane]
+            det_root[lane] *= root[lane]
+        for i in range(e + 1, FEATURES):
+            for lane in range(nl):
+                low[i, e, lane] = c[i, e, lane]
             for h in range(e):
-                acc -= low[i, h] * low[e, h]
-            low[i, e] = acc / root
-    return det_root
+                for lane in range(nl):
+                    low[i, e, lane] -= low[i, h, lane] * low[e, h, lane]
+            for lane in range(nl):
+                low[i, e, lane] /= root[lane]
 
 
 @numba.njit(**_JIT)
-def _kept_for_next_size(so, s, low, c, r, n_inv, schur, resid, z):  # pragma: no cover
-    """What the next size reads of set s: N^-1, C, r and z = N^-1 r; returns |z|^2."""
-    f = FEATURES
-    for i in range(f):
-        n_inv[so, s, i, i] = 1.0 / low[i, i]
+def _kept_for_next_size(state, ks, low, c, r, total, nl):  # pragma: no cover
+    """What the next size reads of the set kept at ks: N^-1 (zeros above the diagonal), C, r and z = N^-1 r; adds
+    |z|^2 to `total`."""
+    ni, sc, rs, zz = state.n_inv, state.schur, state.resid, state.z
+    for i in range(FEATURES):
+        for lane in range(nl):
+            ni[ks, i, i, lane] = 1.0 / low[i, i, lane]
         for e in range(i):
-            acc = 0.0
+            for lane in range(nl):
+                ni[ks, i, e, lane] = 0.0
             for h in range(e, i):
-                acc += low[i, h] * n_inv[so, s, h, e]
-            n_inv[so, s, i, e] = -acc / low[i, i]
-    total = 0.0
-    for i in range(f):
-        acc = 0.0
-        for h in range(i + 1):
-            acc += n_inv[so, s, i, h] * r[h]
-        z[so, s, i] = acc
-        total += acc * acc
-        resid[so, s, i] = r[i]
+                for lane in range(nl):
+                    ni[ks, i, e, lane] += low[i, h, lane] * ni[ks, h, e, lane]
+            for lane in range(nl):
+                ni[ks, i, e, lane] = -ni[ks, i, e, lane] / low[i, i, lane]
+    for i in range(FEATURES):
+        for lane in range(nl):
+            zz[ks, i, lane] = (ni[ks, i, 0, lane] * r[0, lane] + ni[ks, i, 1, lane] * r[1, lane]
+                               + ni[ks, i, 2, lane] * r[2, lane] + ni[ks, i, 3, lane] * r[3, lane]
+                               + ni[ks, i, 4, lane] * r[4, lane])
+            total[lane] += zz[ks, i, lane] * zz[ks, i, lane]
+            rs[ks, i, lane] = r[i, lane]
         for e in range(i + 1):
-            schur[so, s, i, e] = c[i, e]
-            schur[so, s, e, i] = c[i, e]
-    return total
+            for lane in range(nl):
+                sc[ks, i, e, lane] = c[i, e, lane]
+                sc[ks, e, i, lane] = c[i, e, lane]
 
 
 @numba.njit(**_JIT)
-def _solved_norm(low, r, t):  # pragma: no cover
-    """|N^-1 r|^2 by forward substitution (a set of the largest size: nothing is kept)."""
-    f = FEATURES
-    total = 0.0
-    for i in range(f):
-        acc = r[i]
+def _solved_norm(low, r, t, total, nl):  # pragma: no cover
+    """Adds |N^-1 r|^2 to `total` by forward substitution (a set of the largest size: nothing is kept)."""
+    for i in range(FEATURES):
+        for lane in range(nl):
+            t[i, 0, lane] = r[i, lane]
         for h in range(i):
-            acc -= low[i, h] * t[h, 0]
-        t[i, 0] = acc / low[i, i]
-        total += t[i, 0] * t[i, 0]
-    return total
+            for lane in range(nl):
+                t[i, 0, lane] -= low[i, h, lane] * t[h, 0, lane]
+        for lane in range(nl):
+            t[i, 0, lane] /= low[i, i, lane]
+            total[lane] += t[i, 0, lane] * t[i, 0, lane]

@@ -1,5 +1,6 @@
-"""The linear-space structure DP of `linear_dp` compiled, one data set at a time (its node sets' sums stay in
-cache): what the lookahead runs on its thousands of hypothetical data sets.
+"""The linear-space structure DP of `linear_dp` compiled, a few data sets side by side (`lanes_for`: each step a loop
+over them, which the compiler turns into SIMD instructions, the tables read once for all of them): what the
+lookahead runs on its thousands of hypothetical data sets.
 
 The same sums in the same order as `linear_dp.parent_log_posterior_linear` (the shift by each node's largest score,
 the subset sums bit by bit, L(U) over U without the target and R(P) over P with it, each a sum over the members in
@@ -47,35 +48,55 @@ def target_log_posterior(values: np.ndarray, nodes: np.ndarray, sets: np.ndarray
     out = np.zeros((len(values), int(starts[target + 1] - starts[target])))
     underflow = np.zeros(len(values), dtype=np.bool_)
     _posteriors(np.ascontiguousarray(values, dtype=float), nodes.astype(np.int64), sets.astype(np.int64), starts,
-                d, target, TINY, order_tables(d, target), out, underflow)
+                d, target, TINY, order_tables(d, target), lanes_for(d), out, underflow)
     return out, underflow
 
 
+LANE_BYTES = 4 << 20  # the DP's table a over the data sets run side by side (every step a loop over them, in SIMD
+MAX_LANES = 16  # registers) at most this large: in cache at the additive surrogate's sizes, one lane at 16 variables
+
+
+def lanes_for(d: int) -> int:
+    return int(max(1, min(MAX_LANES, LANE_BYTES // ((1 << (d - 1)) * d * 8))))
+
+
 @numba.njit(**_JIT)
-def _posteriors(values, nodes, sets, starts, d, target, tiny, tables, out, underflow):  # pragma: no cover - compiled
+def _posteriors(values, nodes, sets, starts, d, target, tiny, tables, lanes, out, underflow
+                ):  # pragma: no cover - compiled
     half, n = 1 << (d - 1), 1 << d
-    a = np.zeros((half, d))  # a_v(W) at [W without bit v, v]: the subset sums run over the nodes innermost
-    l, r, h = np.zeros(n), np.zeros(n), np.zeros(n)
-    shift = np.zeros(d)
-    for b in range(len(values)):
+    a = np.zeros((half, d, lanes))  # a_v(W) at [W without bit v, v]: the subset sums run over nodes and lanes
+    l, r, h = np.zeros((n, lanes)), np.zeros((n, lanes)), np.zeros((n, lanes))
+    shift, smallest = np.zeros((d, lanes)), np.zeros(lanes)
+    block = np.zeros((len(nodes), lanes))
+    for b0 in range(0, len(values), lanes):
+        nl = min(lanes, len(values) - b0)
+        for lane in range(lanes):  # a short last group repeats its first data set
+            for k in range(len(nodes)):
+                block[k, lane] = values[b0 + (lane if lane < nl else 0), k]
         for v in range(d):
-            top = -np.inf
+            for lane in range(lanes):
+                shift[v, lane] = -np.inf
             for k in range(starts[v], starts[v + 1]):
-                top = max(top, values[b, k])
-            if not np.isfinite(top):
-                raise ValueError("scores: every node needs a finite score in every data set")
-            shift[v] = top
+                for lane in range(lanes):
+                    shift[v, lane] = max(shift[v, lane], block[k, lane])
+            for lane in range(lanes):
+                if not np.isfinite(shift[v, lane]):
+                    raise ValueError("scores: every node needs a finite score in every data set")
         a[:] = 0.0
         for k in range(len(nodes)):
             v = nodes[k]
-            a[_squeeze(sets[k], v), v] = np.exp(values[b, k] - shift[v])
-        _subset_sums(a, d - 1)  # the target's own too (never read)
-        smallest = _order_sums(a.ravel(), tables, d, target, l, r, h)
+            w = _squeeze(sets[k], v)
+            for lane in range(lanes):
+                a[w, v, lane] = np.exp(block[k, lane] - shift[v, lane])
+        _subset_sums(a.reshape((half, d * lanes)), d - 1)  # the target's own too (never read)
+        _order_sums(a.reshape((half * d, lanes)), tables, d, target, l, r, h, smallest)
         for v in range(d):
             if v != target:
-                smallest = min(smallest, a[0, v])
-        underflow[b] = smallest < tiny
-        _target_joint(values[b], sets, starts, target, shift, h, out[b])
+                for lane in range(lanes):
+                    smallest[lane] = min(smallest[lane], a[0, v, lane])
+        for lane in range(nl):
+            underflow[b0 + lane] = smallest[lane] < tiny
+            _target_joint(values[b0 + lane], sets, starts, target, shift[:, lane], h[:, lane], out[b0 + lane])
 
 
 @numba.njit(**_JIT)
@@ -87,51 +108,60 @@ def _squeeze(mask, v):  # pragma: no cover
 @numba.njit(**_JIT)
 def _subset_sums(x, bits):  # pragma: no cover
     """x[W, :] <- sum_{S ⊆ W} x[S, :] in place, bit after bit."""
-    d = x.shape[1]
+    width = x.shape[1]
     for bit in range(bits):
         step = 1 << bit
         for start in range(0, x.shape[0], 2 * step):
             for w in range(start, start + step):
-                for v in range(d):
-                    x[w + step, v] += x[w, v]
+                for e in range(width):
+                    x[w + step, e] += x[w, e]
 
 
 @numba.njit(**_JIT)
-def _order_sums(a, tables, d, target, l, r, h):  # pragma: no cover
+def _order_sums(a, tables, d, target, l, r, h, smallest):  # pragma: no cover
     """l(U) for U without the target, r(P) for P with it (`order_tables`), h = l r on the first and its superset
-    sums over the other bits; the smallest of l, r and h (what `linear_dp` guards)."""
-    n, bit = 1 << d, 1 << target
-    l[0], r[n - 1] = 1.0, 1.0
-    smallest = np.inf
+    sums over the other bits, lane by lane; `smallest` the smallest of l, r and h per lane (what `linear_dp`
+    guards)."""
+    n, bit, lanes = 1 << d, 1 << target, l.shape[1]
+    for lane in range(lanes):
+        l[0, lane], r[n - 1, lane], smallest[lane] = 1.0, 1.0, np.inf
     _recursion(a, tables[0], tables[1], tables[2], tables[3], l)
     _recursion(a, tables[4], tables[5], tables[6], tables[7], r)
     for u in range(n):
         if not u & bit:
-            h[u] = l[u] * r[u | bit]
-            smallest = min(smallest, l[u], r[u | bit])
+            for lane in range(lanes):
+                h[u, lane] = l[u, lane] * r[u | bit, lane]
+                smallest[lane] = min(smallest[lane], l[u, lane], r[u | bit, lane])
         else:
-            h[u] = 0.0
+            for lane in range(lanes):
+                h[u, lane] = 0.0
     for b in range(d):
         if b == target:
             continue
         step = 1 << b
         for start in range(0, n, 2 * step):
             for u in range(start, start + step):  # u without bit b; h is only read without the target's
-                h[u] += h[u + step]
+                for lane in range(lanes):
+                    h[u, lane] += h[u + step, lane]
     for u in range(n):
         if not u & bit:
-            smallest = min(smallest, h[u])
-    return smallest
+            for lane in range(lanes):
+                smallest[lane] = min(smallest[lane], h[u, lane])
 
 
 @numba.njit(**_JIT)
 def _recursion(a, masks, offsets, a_idx, read, x):  # pragma: no cover
-    """x[mask] = sum over its terms of a[a_idx] x[read], mask after mask (each reads masks computed before)."""
+    """x[mask] = sum over its terms of a[a_idx] x[read], mask after mask (each reads masks computed before), lane by
+    lane."""
+    lanes = x.shape[1]
     for i in range(len(masks)):
-        acc = 0.0
+        m = masks[i]
+        for lane in range(lanes):
+            x[m, lane] = 0.0
         for j in range(offsets[i], offsets[i + 1]):
-            acc += a[a_idx[j]] * x[read[j]]
-        x[masks[i]] = acc
+            ai, ri = a_idx[j], read[j]
+            for lane in range(lanes):
+                x[m, lane] += a[ai, lane] * x[ri, lane]
 
 
 @numba.njit(**_JIT)
