@@ -140,7 +140,11 @@ def _order_sums(a, tables, d, target, l, r, h, smallest):  # pragma: no cover
             continue
         step = 1 << b
         for start in range(0, n, 2 * step):
-            for u in range(start, start + step):  # u without bit b; h is only read without the target's
+            if lanes == 1:  # u without bit b; h is only read without the target's
+                for u in range(start, start + step):
+                    h[u, 0] += h[u + step, 0]
+                continue
+            for u in range(start, start + step):
                 for lane in range(lanes):
                     h[u, lane] += h[u + step, lane]
     for u in range(n):
@@ -152,10 +156,16 @@ def _order_sums(a, tables, d, target, l, r, h, smallest):  # pragma: no cover
 @numba.njit(**_JIT)
 def _recursion(a, masks, offsets, a_idx, read, x):  # pragma: no cover
     """x[mask] = sum over its terms of a[a_idx] x[read], mask after mask (each reads masks computed before), lane by
-    lane."""
+    lane (one lane: the sum in a register, not a store a term)."""
     lanes = x.shape[1]
     for i in range(len(masks)):
         m = masks[i]
+        if lanes == 1:
+            acc = 0.0
+            for j in range(offsets[i], offsets[i + 1]):
+                acc += a[a_idx[j], 0] * x[read[j], 0]
+            x[m, 0] = acc
+            continue
         for lane in range(lanes):
             x[m, lane] = 0.0
         for j in range(offsets[i], offsets[i + 1]):
