@@ -45,4 +45,7 @@ def test_rows_copied_from_their_anchor_equal_rows_scored_alone():
     together = log_local_scores_single_rows(surrogate.moments, features, mask, surrogate.max_parents)
     alone = np.concatenate([log_local_scores_single_rows(surrogate.moments, features[i:i + 1], mask[i:i + 1],
                                                          surrogate.max_parents) for i in range(len(rows))])
-    assert np.array_equal(together, alone)
+    # a set with one member off its anchor is scored from the anchor's factor (`additive_nested._one_new_member`),
+    # the same numbers as the nested step's up to rounding
+    assert np.array_equal(np.isfinite(together), np.isfinite(alone))
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-10)

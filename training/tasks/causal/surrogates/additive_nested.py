@@ -59,6 +59,7 @@ class NodePlan:
     cols: np.ndarray
     members: np.ndarray  # each set's bitmask of variables
     kept: np.ndarray  # where a set smaller than the largest keeps its factor for the next size (-1: largest size)
+    set_of: np.ndarray  # (2^d,) each bitmask's row among these (-1: not a scored set of v)
     n_sets: int
     features: int  # F
 
@@ -90,7 +91,9 @@ def node_plan(d: int, max_parents: int, v: int, features: int) -> NodePlan:
             for key, value in parts.items()}
     small = flat["size"] < flat["size"].max(initial=1)
     kept = np.where(small, np.cumsum(small) - 1, -1).astype(np.int64)
-    return NodePlan(**flat, kept=kept, n_sets=int(np.sum(plan.nodes == v)), features=features)
+    set_of = np.full(1 << d, -1, dtype=np.int64)
+    set_of[flat["members"]] = np.arange(len(flat["members"]))
+    return NodePlan(**flat, kept=kept, set_of=set_of, n_sets=int(np.sum(plan.nodes == v)), features=features)
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray,
                         np.zeros(len(base), dtype=np.int64))
     anchors = shared.anchors.astype(np.int64)
     _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols, plan.members, plan.kept,
-            int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD, np.ascontiguousarray(m2),
+            plan.set_of, int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD, np.ascontiguousarray(m2),
             base.astype(np.int64), count.astype(float), np.ascontiguousarray(mean, dtype=float),
             np.ascontiguousarray(delta, dtype=float), weight.astype(float), anchors,
             *lane_groups(len(base), shared, own // plan.features), out)
@@ -160,7 +163,7 @@ _JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
 
 
 @numba.njit(**_JIT)
-def _scores(size, prefix, sibling, last, before_last, cols, members, kept, k_max, own, root_prior, rel_sd, m2, base,
+def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_of, k_max, own, root_prior, rel_sd, m2, base,
             count, mean, delta, weight, anchors, order, starts, ref_of, agree_of, out
             ):  # pragma: no cover - compiled; its values are tested through `node_scores`
     f, lanes = FEATURES, MAX_LANES
@@ -172,8 +175,12 @@ def _scores(size, prefix, sibling, last, before_last, cols, members, kept, k_max
     by_anchor = _Kept(np.zeros((n_anchors, stored, rows, f)), np.zeros((n_anchors, stored, f, f)),
                       np.zeros((n_anchors, stored, f, f)), np.zeros((n_anchors, stored, f)),
                       np.zeros((n_anchors, stored, f)), np.zeros((n_anchors, stored)), np.zeros((n_anchors, stored)))
-    computed, copied = np.zeros(sets, dtype=np.bool_), np.zeros(sets, dtype=np.bool_)
+    computed, copied, one_new = (np.zeros(sets, dtype=np.bool_), np.zeros(sets, dtype=np.bool_),
+                                 np.zeros(sets, dtype=np.bool_))
+    new_scratch = (np.zeros((rows + f, f + 1)), np.zeros((rows + f, f + 1)), np.zeros(rows + f), np.zeros((f, f)),
+                   np.zeros((3, f)), np.zeros(k_max, dtype=np.int64), np.zeros(f + 1))
     gram, cross = np.zeros((n_feat, n_feat, lanes)), np.zeros((n_feat, lanes))
+    made = np.zeros((n_feat // f, n_feat // f), dtype=np.bool_)  # the Gram's blocks made for the group
     inv, dl = np.zeros((n_feat, lanes)), np.zeros((n_feat, lanes))
     q0, half_nu, informative = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, dtype=np.bool_)
     t, x, c, low = np.zeros((f, f, lanes)), np.zeros((f, f, lanes)), np.zeros((f, f, lanes)), np.zeros((f, f, lanes))
@@ -182,43 +189,57 @@ def _scores(size, prefix, sibling, last, before_last, cols, members, kept, k_max
     for g in range(len(starts) - 1):
         group = order[starts[g]:starts[g + 1]]
         nl, ref, shared = len(group), ref_of[g], agree_of[g]
+        same_base = _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl,
+                                    cross, q0, half_nu, informative)
+        made[:] = False
         for s in range(sets):
             computed[s] = ref < 0 or (members[s] & ~shared) != 0
             copied[s] = False
-        if ref >= 0:  # the anchor's factors of the sets a computed one grows from
+            new = members[s] & ~shared
+            one_new[s] = ref >= 0 and same_base and size[s] > 1 and new != 0 and (new & (new - 1)) == 0
+        for s in range(sets - 1, -1, -1):  # the sets the full path grows from are made by it
+            if computed[s] and not one_new[s] and size[s] > 1:
+                one_new[prefix[s]] = False
+                one_new[sibling[s]] = False
+        if ref >= 0:  # the anchor's factors of the sets the full path grows from
             for s in range(sets):
-                if computed[s] and size[s] > 1:
+                if computed[s] and not one_new[s] and size[s] > 1:
                     for p in (prefix[s], sibling[s]):
                         if not computed[p] and not copied[p]:
                             _broadcast(by_anchor, ref, kept[p], state, nl)
                             copied[p] = True
-        _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl, gram, cross,
-                        q0, half_nu, informative)
         for s in range(sets):
             if not computed[s]:
                 for lane in range(nl):
                     out[group[lane], cols[s]] = out[anchors[ref], cols[s]]
                 continue
             k, j0, ks = size[s], last[s], kept[s]
-            if k == 1:
+            if one_new[s]:
+                _one_new_member(by_anchor, ref, members[s] & ~shared, members[s], set_of, prefix, last, kept, k,
+                                m2[base[group[0]]], own, inv, dl, weight, group, c, r, low, root, det_root, t, total,
+                                acc, new_scratch)
+            elif k == 1:
+                _gram_block(m2, base, group, weight, inv, dl, j0, j0, made, gram)
                 _first_block(gram, cross, j0, c, r, nl)
                 for lane in range(nl):
                     total[lane] = 0.0
                     acc[lane] = 0.0  # the prefix's log det
             else:
                 kp, kq = kept[prefix[s]], kept[sibling[s]]
+                _gram_block(m2, base, group, weight, inv, dl, before_last[s], j0, made, gram)
                 _grown_block(state, ks, kp, kq, k, k_max, before_last[s], j0, gram, t, x, c, r, nl)
                 for lane in range(nl):
                     total[lane] = state.quad[kp, lane]
                     acc[lane] = state.logdet[kp, lane]
-            _cholesky(c, low, root, det_root, nl)
-            if k < k_max:
-                _kept_for_next_size(state, ks, low, c, r, total, nl)
-            else:
-                _solved_norm(low, r, t, total, nl)
-            for lane in range(nl):
-                acc[lane] += 2.0 * np.log(det_root[lane])
-            if k < k_max:
+            if not one_new[s]:
+                _cholesky(c, low, root, det_root, nl)
+                if k < k_max:
+                    _kept_for_next_size(state, ks, low, c, r, total, nl)
+                else:
+                    _solved_norm(low, r, t, total, nl)
+                for lane in range(nl):
+                    acc[lane] += 2.0 * np.log(det_root[lane])
+            if k < k_max and not one_new[s]:
                 for lane in range(nl):
                     state.logdet[ks, lane] = acc[lane]
                     state.quad[ks, lane] = total[lane]
@@ -270,10 +291,12 @@ def _extract(state, lane, by_anchor, a):  # pragma: no cover
 
 
 @numba.njit(**_JIT)
-def _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl, gram, cross, q0,
-                    half_nu, informative):  # pragma: no cover
-    """Fill `gram` and `cross` with the group's data sets' scaled Grams and cross columns to v, lane by lane; q0
-    (v's sums of squares, 1 where 0), half_nu ((n - 1) / 2) and `informative` (at least 2 rows, v not constant)."""
+def _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl, cross, q0, half_nu,
+                    informative):  # pragma: no cover
+    """Fill `inv` (the features' scalings), `dl` (the row's deviations) and `cross` (the scaled cross column to v),
+    lane by lane; q0 (v's sums of squares, 1 where 0), half_nu ((n - 1) / 2) and `informative` (at least 2 rows, v
+    not constant). Whether the group's data sets share one base. The scaled Gram's blocks are made as the sets read
+    them (`_gram_block`)."""
     n_feat, nl = inv.shape[0], len(group)
     same_base = True
     for lane in range(nl):
@@ -289,27 +312,35 @@ def _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior
         informative[lane] = n >= 2 and sq > rel_sd * rel_sd * n * ybar * ybar
         q0[lane] = sq if sq > 0 else 1.0
         half_nu[lane] = 0.5 * (n - 1.0)
-    if same_base:  # the lookahead's: one base, a row each
-        mb = m2[base[group[0]]]
-        wts = np.empty(nl)
-        for lane in range(nl):
-            wts[lane] = weight[group[lane]]
+    for lane in range(nl):
+        b = group[lane]
+        mb, wt = m2[base[b]], weight[b]
         for a in range(n_feat):
-            for e in range(n_feat):
-                m = mb[a, e]
+            cross[a, lane] = (mb[a, own] + wt * dl[a, lane] * dl[own, lane]) * inv[a, lane]
+    return same_base
+
+
+@numba.njit(**_JIT)
+def _gram_block(m2, base, group, weight, inv, dl, a0, e0, made, gram):  # pragma: no cover
+    """The scaled Gram's block of the variables whose first features are a0 and e0, lane by lane, unless made."""
+    f, nl = FEATURES, len(group)
+    if made[a0 // f, e0 // f]:
+        return
+    made[a0 // f, e0 // f] = True
+    same_base = True
+    for lane in range(nl):
+        same_base = same_base and base[group[lane]] == base[group[0]]
+    for a in range(a0, a0 + f):
+        for e in range(e0, e0 + f):
+            if same_base:  # the lookahead's: one base, a row each
+                m = m2[base[group[0]], a, e]
                 for lane in range(nl):
-                    gram[a, e, lane] = (m + wts[lane] * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[e, lane]
-            m = mb[a, own]
-            for lane in range(nl):
-                cross[a, lane] = (m + wts[lane] * dl[a, lane] * dl[own, lane]) * inv[a, lane]
-    else:
-        for lane in range(nl):
-            b = group[lane]
-            mb, wt = m2[base[b]], weight[b]
-            for a in range(n_feat):
-                cross[a, lane] = (mb[a, own] + wt * dl[a, lane] * dl[own, lane]) * inv[a, lane]
-                for e in range(n_feat):
-                    gram[a, e, lane] = (mb[a, e] + wt * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[e, lane]
+                    gram[a, e, lane] = (m + weight[group[lane]] * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[e, lane]
+            else:
+                for lane in range(nl):
+                    b = group[lane]
+                    gram[a, e, lane] = (m2[base[b], a, e] + weight[b] * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[
+                        e, lane]
 
 
 @numba.njit(**_JIT)
@@ -436,3 +467,92 @@ def _solved_norm(low, r, t, total, nl):  # pragma: no cover
         for lane in range(nl):
             t[i, 0, lane] /= low[i, i, lane]
             total[lane] += t[i, 0, lane] * t[i, 0, lane]
+
+
+@numba.njit(**_JIT)
+def _one_new_member(by_anchor, ref, new, members, set_of, prefix, last, kept, k, mb, own, inv, dl, weight, group, c,
+                    r, low, root, det_root, t, total, acc, scratch):  # pragma: no cover
+    """log det A_S (into `acc`) and b_S' A_S^-1 b_S (into `total`), lane by lane, of a set S = P ∪ {j} whose only
+    member where the group's data sets differ from their anchor is j (bitmask `new`), v agreeing: P's factor,
+    z_P, log det and quad are the anchor's, and with A_Pj = G_P M_Pj G_j + w (G_P d_P)(G_j d_j)' (M the base
+    moments, G the scalings, d the row's deviations, w its weight) the Schur complement and residual of j are
+
+        X = L_P^-1 A_Pj = B G_j + w u e',   B = L_P^-1 G_P M_Pj,   u = L_P^-1 G_P d_P,   e = G_j d_j,
+        C = A_jj - X'X = I + G_j (M_jj - B'B) G_j + w (1 - w u'u) e e' - w (G_j B'u e' + e u'B G_j),
+        r = b_j - X' z_P = G_j (M_jy - B' z_P) + w (d_y - u' z_P) e,
+
+    B, u and z_P the group's (P and the anchor's alone), so that each data set costs one F x F matrix of a few terms
+    an entry, its Cholesky factor and a solve: a third of the nested step's."""
+    f, nl = FEATURES, len(group)
+    v_cols, y_cols, z_p, e0, vec, chain, tmp = scratch
+    j0 = 0
+    while not (new >> j0) & 1:
+        j0 += 1
+    j0 *= f
+    p = set_of[members & ~new]
+    cur = p
+    for i in range(k - 2, -1, -1):  # P's prefixes, one member more each
+        chain[i] = cur
+        cur = prefix[cur]
+    for blk in range(k - 1):  # [G_P M_Pj, G_P d_P] and its forward solve by the anchor's L_P
+        first, ks = last[chain[blk]], kept[chain[blk]]
+        for i in range(f):
+            a = first + i
+            for e in range(f):
+                v_cols[f * blk + i, e] = inv[a, 0] * mb[a, j0 + e]
+            v_cols[f * blk + i, f] = inv[a, 0] * dl[a, 0]
+            z_p[f * blk + i] = by_anchor.z[ref, ks, i]
+        for i in range(f):
+            for col in range(f + 1):
+                s = v_cols[f * blk + i, col]
+                for h in range(f * blk):
+                    s -= by_anchor.x_rows[ref, ks, h, i] * y_cols[h, col]
+                v_cols[f * blk + i, col] = s
+        for i in range(f):
+            for col in range(f + 1):
+                s = 0.0
+                for h in range(i + 1):
+                    s += by_anchor.n_inv[ref, ks, i, h] * v_cols[f * blk + h, col]
+                tmp[col] = s
+            for col in range(f + 1):
+                y_cols[f * blk + i, col] = tmp[col]
+    rows = f * (k - 1)
+    uu, uz = 0.0, 0.0
+    for h in range(rows):
+        uu += y_cols[h, f] * y_cols[h, f]
+        uz += y_cols[h, f] * z_p[h]
+    beta, rho = vec[0], vec[1]
+    for i in range(f):
+        bu, bz = 0.0, 0.0
+        for h in range(rows):
+            bu += y_cols[h, i] * y_cols[h, f]
+            bz += y_cols[h, i] * z_p[h]
+        beta[i], rho[i] = bu, mb[j0 + i, own] - bz
+        for e in range(i + 1):
+            bb = 0.0
+            for h in range(rows):
+                bb += y_cols[h, i] * y_cols[h, e]
+            e0[i, e] = mb[j0 + i, j0 + e] - bb
+    dy, quad_p, logdet_p = dl[own, 0], by_anchor.quad[ref, kept[p]], by_anchor.logdet[ref, kept[p]]
+    for i in range(f):
+        for lane in range(nl):
+            gam_i = inv[j0 + i, lane]
+            w = weight[group[lane]]
+            e_i = gam_i * dl[j0 + i, lane]
+            r[i, lane] = gam_i * rho[i] + w * (dy - uz) * e_i
+            t[i, 1, lane] = gam_i
+            t[i, 2, lane] = e_i
+    for i in range(f):
+        for e in range(i + 1):
+            one, e0_ie, b_i, b_e = (1.0 if i == e else 0.0), e0[i, e], beta[i], beta[e]
+            for lane in range(nl):
+                w = weight[group[lane]]
+                g_i, g_e, e_i, e_e = t[i, 1, lane], t[e, 1, lane], t[i, 2, lane], t[e, 2, lane]
+                c[i, e, lane] = (one + g_i * e0_ie * g_e + w * (1.0 - w * uu) * e_i * e_e
+                                 - w * (g_i * b_i * e_e + e_i * b_e * g_e))
+    _cholesky(c, low, root, det_root, nl)
+    for lane in range(nl):
+        total[lane] = quad_p
+    _solved_norm(low, r, t, total, nl)
+    for lane in range(nl):
+        acc[lane] = logdet_p + 2.0 * np.log(det_root[lane])
