@@ -27,20 +27,26 @@ def test_values_equal_the_recorded_ones(name):
             np.testing.assert_allclose(values[key], expected, rtol=0, atol=1e-10, err_msg=f"{name}/{key}")
 
 
-def test_rows_copied_from_their_anchor_equal_rows_scored_alone():
+@pytest.mark.parametrize("groups, per_group, one_variable", [
+    (3, 8, False),  # rows changing one or two variables of their base
+    (70, 4, False),  # more anchors than a lane group holds (`additive_nested.MAX_LANES`)
+    (2, 150, True),  # a run of data sets sharing anchor and agreement longer than a lane group
+])
+def test_rows_copied_from_their_anchor_equal_rows_scored_alone(groups, per_group, one_variable):
     from training.tasks.causal.surrogates.additive_anchors import anchor_rows
     from training.tasks.causal.surrogates.additive_moments import feature_rows, log_local_scores_single_rows
 
     _, surrogate, rng = case_state("sempler6")
-    base = rng.normal(size=(3, surrogate.d))  # three groups: each row changes one or two variables of its base
-    rows = np.repeat(base, 8, axis=0)
-    changed = rng.integers(0, surrogate.d, (len(rows), 2))
+    base = rng.normal(size=(groups, surrogate.d))  # each row changes one or two variables of its group's base
+    rows = np.repeat(base, per_group, axis=0)
+    changed = np.ones((len(rows), 2), dtype=int) if one_variable else rng.integers(0, surrogate.d, (len(rows), 2))
     rows[np.arange(len(rows)), changed[:, 0]] = rng.normal(size=len(rows))
-    rows[np.arange(len(rows))[::2], changed[::2, 1]] = rng.normal(size=len(rows) // 2)
+    if not one_variable:
+        rows[np.arange(len(rows))[::2], changed[::2, 1]] = rng.normal(size=len(rows) // 2)
     mask = np.zeros_like(rows, dtype=bool)
     mask[np.arange(len(rows)), changed[:, 0]] = True
     anchors, anchor_of = anchor_rows(rows, mask)
-    assert len(anchors) == 3 and np.all(anchor_of >= 0)
+    assert len(anchors) == groups and np.all(anchor_of >= 0)
     features = feature_rows(rows)
     together = log_local_scores_single_rows(surrogate.moments, features, mask, surrogate.max_parents)
     alone = np.concatenate([log_local_scores_single_rows(surrogate.moments, features[i:i + 1], mask[i:i + 1],

@@ -12,9 +12,10 @@ The features are standardised over each node's rows, so an update rescores from 
 lookahead (`what_if_rows`: the options' expected information gain, thousands of hypothetical data sets of one more
 row each) scores from the feature moments, one row's Welford update a node (`additive_moments`), every parent
 set's Cholesky factor built from its prefix's and its sibling's (`additive_nested`), a data set copying from its
-group's anchor row the sets whose family it shares with it (`additive_anchors`), and runs the compiled DP
-(`compiled_dp`) in chunks of bounded memory. Its cost a
-call: BENCHMARKS.md "Nonlinear SCMs: seconds per call under the additive surrogate".
+group's anchor row the sets whose family it shares with it (`additive_anchors`) and scoring a set with one member
+off the anchor from the anchor's factor of the others, data sets side by side in SIMD lanes, and runs the compiled
+DP (`compiled_dp`) in chunks of bounded memory. Its cost a call: BENCHMARKS.md "Nonlinear SCMs: seconds per call
+under the additive surrogate".
 """
 
 from __future__ import annotations
