@@ -55,3 +55,16 @@ def test_rows_copied_from_their_anchor_equal_rows_scored_alone(groups, per_group
     # the same numbers as the nested step's up to rounding
     assert np.array_equal(np.isfinite(together), np.isfinite(alone))
     np.testing.assert_allclose(together, alone, rtol=0, atol=1e-10)
+
+
+def test_the_lookahead_on_two_threads_equals_it_on_one(monkeypatch):
+    from tests.tasks.causal.additive_reference import hypothetical_rows
+    from training.tasks.causal.surrogates.lookahead_threads import parts
+
+    scm, surrogate, rng = case_state("sempler6")
+    rows, mask = hypothetical_rows(scm, rng, n=400)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = surrogate.what_if_rows(rows, mask)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert len(parts(len(rows))) == 2  # the nodes and the DP's data sets split over two threads
+    assert np.array_equal(surrogate.what_if_rows(rows, mask), one)

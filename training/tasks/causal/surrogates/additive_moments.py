@@ -13,10 +13,12 @@ one-row Welford update of the current ones (as `linear_scores.merge_single_rows`
 mean + delta / (n + 1), scatter M2 + n / (n + 1) delta delta' (delta = the row's atoms - mean), formed inside the
 kernel from the current moments and delta; a node intervened on in the row keeps its current scores, scored once.
 The rows' anchors (`additive_anchors`) are scored first, and each data set copies from its anchor the sets whose
-family it shares with it.
+family it shares with it. The nodes are scored on the lookahead's threads (`lookahead_threads`).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -24,6 +26,7 @@ from training.tasks.causal.surrogates.additive_anchors import agreement, anchor_
 from training.tasks.causal.surrogates.additive_nested import Shared, node_plan, node_scores
 from training.tasks.causal.surrogates.additive_scores import DICTIONARY, Basis
 from training.tasks.causal.surrogates.linear_scores import NodeStats
+from training.tasks.causal.surrogates.lookahead_threads import run_all
 from training.tasks.causal.surrogates.subsets import parent_bound, score_plan
 
 
@@ -78,7 +81,8 @@ def log_local_scores_single_rows(stats: NodeStats, rows: np.ndarray, intervened:
     anchor_features = basis.atoms(anchors).reshape(len(anchors), d * basis.size)
     agree = agreement(rows, anchor_features, anchor_of, d)
     first = np.arange(len(anchors))
-    for v, cols in enumerate(_node_slices(d, bound)):
+
+    def score_node(v: int, cols: slice) -> None:
         node, own = node_plan(d, bound, v, basis.size), v * basis.size
         c, mu, m2 = stats.count[v], stats.mean[v], stats.m2[v][None]
         kept = np.flatnonzero(~intervened[:, v])
@@ -92,4 +96,6 @@ def log_local_scores_single_rows(stats: NodeStats, rows: np.ndarray, intervened:
                         np.concatenate([np.zeros(len(first), dtype=np.int64), agree[kept]]))
         out[kept, cols] = node_scores(node, own, prior, m2, np.zeros(n), np.full(n, count), mu + delta / count, delta,
                                       np.full(n, c / count), shared)[len(anchors):]
+
+    run_all([partial(score_node, v, cols) for v, cols in enumerate(_node_slices(d, bound))], b)
     return out + plan.sparse_log_prior[None]

@@ -159,7 +159,7 @@ def lane_groups(n: int, shared: Shared, own_var: int) -> tuple[np.ndarray, ...]:
 
 
 _Kept = namedtuple("_Kept", "x_rows n_inv schur resid z logdet quad")  # a set's kept factors, lane by lane
-_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
+_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy", nogil=True)  # `lookahead_threads`
 
 
 @numba.njit(**_JIT)

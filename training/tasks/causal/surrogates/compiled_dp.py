@@ -1,6 +1,6 @@
 """The linear-space structure DP of `linear_dp` compiled, a few data sets side by side (`lanes_for`: each step a loop
-over them, which the compiler turns into SIMD instructions, the tables read once for all of them): what the
-lookahead runs on its thousands of hypothetical data sets.
+over them, which the compiler turns into SIMD instructions, the tables read once for all of them), split over the
+lookahead's threads (`lookahead_threads`): what the lookahead runs on its thousands of hypothetical data sets.
 
 The same sums in the same order as `linear_dp.parent_log_posterior_linear` (the shift by each node's largest score,
 the subset sums bit by bit, L(U) over U without the target and R(P) over P with it, each a sum over the members in
@@ -10,14 +10,15 @@ up to rounding: numpy's version spends most of its time gathering rows of B valu
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numba
 import numpy as np
 
 from training.tasks.causal.surrogates.linear_dp import TINY, order_plan
+from training.tasks.causal.surrogates.lookahead_threads import parts, run_all
 
-_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy")
+_JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy", nogil=True)  # `lookahead_threads`
 
 
 @lru_cache(maxsize=None)
@@ -47,8 +48,10 @@ def target_log_posterior(values: np.ndarray, nodes: np.ndarray, sets: np.ndarray
         raise ValueError("scores: pairs must be grouped by node, cover every node and leave each node out of its set")
     out = np.zeros((len(values), int(starts[target + 1] - starts[target])))
     underflow = np.zeros(len(values), dtype=np.bool_)
-    _posteriors(np.ascontiguousarray(values, dtype=float), nodes.astype(np.int64), sets.astype(np.int64), starts,
-                d, target, TINY, order_tables(d, target), lanes_for(d), out, underflow)
+    values, nodes, sets = np.ascontiguousarray(values, dtype=float), nodes.astype(np.int64), sets.astype(np.int64)
+    tables, lanes = order_tables(d, target), lanes_for(d)
+    run_all([partial(_posteriors, values[i:j], nodes, sets, starts, d, target, TINY, tables, lanes, out[i:j],
+                     underflow[i:j]) for i, j in parts(len(values))], len(values))
     return out, underflow
 
 
