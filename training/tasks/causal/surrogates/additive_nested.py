@@ -20,11 +20,14 @@ block. `node_scores` runs it for one node over a batch of data sets with numba, 
 side (`lane_groups`: data sets that copy the same sets from the same anchor), every step a loop over them that the
 compiler turns into SIMD instructions (one data set at a time, each F x F step is a few dozen scalar operations
 that no vector unit speeds up; in numpy each step is a call whose overhead outweighs its arithmetic). The sums over
-a parent's F = 5 features are written out, one vector expression a loop, so that each loop stores once. Each data
-set's moments are a base's plus an optional one-row update (the lookahead's), so that no d F x d F matrix is stored
-per data set (the kernel forms a group's scaled Grams in one scratch buffer). Its cost a call: BENCHMARKS.md "Where
-an additive call's time goes" (the options' scores). The same numbers as `additive_scores.log_bayes_factors_rows`
-up to rounding (tests/tasks/causal/test_additive_fast_paths.py holds them to the code before, within 1e-10).
+a parent's F = 5 features are written out, one vector expression a loop, so that each loop stores once. A set with
+exactly one member where its group differs from the anchor is scored from the anchor's factor of the others
+(`_one_new_member`: a third of the nested step's arithmetic a data set). Each data set's moments are a base's plus
+an optional one-row update (the lookahead's), so that no d F x d F matrix is stored per data set (the kernel forms a
+group's scaled Gram in one scratch buffer, block by block as the nested step reads them). Its cost a call:
+BENCHMARKS.md "Where an additive call's time goes" (the options' scores). The same numbers as
+`additive_scores.log_bayes_factors_rows` up to rounding (tests/tasks/causal/test_additive_fast_paths.py holds them to
+the code before, within 1e-10).
 """
 
 from __future__ import annotations
@@ -127,8 +130,8 @@ def node_scores(plan: NodePlan, own: int, prior_var: np.ndarray, m2: np.ndarray,
                         np.zeros(len(base), dtype=np.int64))
     anchors = shared.anchors.astype(np.int64)
     _scores(plan.size, plan.prefix, plan.sibling, plan.last, plan.before_last, plan.cols, plan.members, plan.kept,
-            plan.set_of, int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD, np.ascontiguousarray(m2),
-            base.astype(np.int64), count.astype(float), np.ascontiguousarray(mean, dtype=float),
+            plan.set_of, int(plan.size.max(initial=1)), own, np.sqrt(prior_var), CONSTANT_REL_SD,
+            np.ascontiguousarray(m2), base.astype(np.int64), count.astype(float), np.ascontiguousarray(mean, dtype=float),
             np.ascontiguousarray(delta, dtype=float), weight.astype(float), anchors,
             *lane_groups(len(base), shared, own // plan.features), out)
     return out
@@ -163,8 +166,8 @@ _JIT = dict(cache=True, fastmath={"contract"}, error_model="numpy", nogil=True) 
 
 
 @numba.njit(**_JIT)
-def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_of, k_max, own, root_prior, rel_sd, m2, base,
-            count, mean, delta, weight, anchors, order, starts, ref_of, agree_of, out
+def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_of, k_max, own, root_prior, rel_sd, m2,
+            base, count, mean, delta, weight, anchors, order, starts, ref_of, agree_of, out
             ):  # pragma: no cover - compiled; its values are tested through `node_scores`
     f, lanes = FEATURES, MAX_LANES
     n_feat, sets, n_anchors = m2.shape[-1], len(size), len(anchors)
@@ -335,12 +338,13 @@ def _gram_block(m2, base, group, weight, inv, dl, a0, e0, made, gram):  # pragma
             if same_base:  # the lookahead's: one base, a row each
                 m = m2[base[group[0]], a, e]
                 for lane in range(nl):
-                    gram[a, e, lane] = (m + weight[group[lane]] * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[e, lane]
+                    scatter = m + weight[group[lane]] * dl[a, lane] * dl[e, lane]
+                    gram[a, e, lane] = scatter * inv[a, lane] * inv[e, lane]
             else:
                 for lane in range(nl):
                     b = group[lane]
-                    gram[a, e, lane] = (m2[base[b], a, e] + weight[b] * dl[a, lane] * dl[e, lane]) * inv[a, lane] * inv[
-                        e, lane]
+                    scatter = m2[base[b], a, e] + weight[b] * dl[a, lane] * dl[e, lane]
+                    gram[a, e, lane] = scatter * inv[a, lane] * inv[e, lane]
 
 
 @numba.njit(**_JIT)

@@ -55,8 +55,10 @@ def target_log_posterior(values: np.ndarray, nodes: np.ndarray, sets: np.ndarray
     return out, underflow
 
 
-LANE_BYTES = 4 << 20  # the DP's table a over the data sets run side by side (every step a loop over them, in SIMD
-MAX_LANES = 16  # registers) at most this large: in cache at the additive surrogate's sizes, one lane at 16 variables
+# Data sets run side by side: at most MAX_LANES, and the DP's table a over them at most LANE_BYTES, so that it stays
+# in cache (16 lanes at the additive surrogate's sizes, one data set at a time at 16 variables).
+LANE_BYTES = 4 << 20
+MAX_LANES = 16
 
 
 def lanes_for(d: int) -> int:
