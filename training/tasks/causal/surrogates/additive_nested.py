@@ -255,7 +255,6 @@ def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_o
                 _extract(state, lane, by_anchor, g * lanes + lane)
 
 
-
 @numba.njit(**_JIT)
 def _broadcast(by_anchor, a, ks, state, nl):  # pragma: no cover
     """Anchor a's kept factors of stored set ks into every lane."""
