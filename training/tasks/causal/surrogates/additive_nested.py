@@ -195,22 +195,8 @@ def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_o
         same_base = _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior, rel_sd, inv, dl,
                                     cross, q0, half_nu, informative)
         made[:] = False
-        for s in range(sets):
-            computed[s] = ref < 0 or (members[s] & ~shared) != 0
-            copied[s] = False
-            new = members[s] & ~shared
-            one_new[s] = ref >= 0 and same_base and size[s] > 1 and new != 0 and (new & (new - 1)) == 0
-        for s in range(sets - 1, -1, -1):  # the sets the full path grows from are made by it
-            if computed[s] and not one_new[s] and size[s] > 1:
-                one_new[prefix[s]] = False
-                one_new[sibling[s]] = False
-        if ref >= 0:  # the anchor's factors of the sets the full path grows from
-            for s in range(sets):
-                if computed[s] and not one_new[s] and size[s] > 1:
-                    for p in (prefix[s], sibling[s]):
-                        if not computed[p] and not copied[p]:
-                            _broadcast(by_anchor, ref, kept[p], state, nl)
-                            copied[p] = True
+        _group_paths(size, prefix, sibling, members, kept, ref, shared, same_base, by_anchor, state, nl, computed,
+                     copied, one_new)
         for s in range(sets):
             if not computed[s]:
                 for lane in range(nl):
@@ -253,6 +239,30 @@ def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_o
         if ref < 0 and g * lanes < n_anchors:  # an anchors' group: what the groups copying from them read
             for lane in range(nl):
                 _extract(state, lane, by_anchor, g * lanes + lane)
+
+
+@numba.njit(**_JIT)
+def _group_paths(size, prefix, sibling, members, kept, ref, shared, same_base, by_anchor, state, nl, computed, copied,
+                 one_new):  # pragma: no cover
+    """Which sets the group computes (the others copy the anchor's scores) and which of those take the one-new-member
+    path; the anchor's kept factors of the copied sets the nested step grows from, broadcast into the lanes."""
+    sets = len(size)
+    for s in range(sets):
+        computed[s] = ref < 0 or (members[s] & ~shared) != 0
+        copied[s] = False
+        new = members[s] & ~shared
+        one_new[s] = ref >= 0 and same_base and size[s] > 1 and new != 0 and (new & (new - 1)) == 0
+    for s in range(sets - 1, -1, -1):  # the sets the nested step grows from are made by it
+        if computed[s] and not one_new[s] and size[s] > 1:
+            one_new[prefix[s]] = False
+            one_new[sibling[s]] = False
+    if ref >= 0:
+        for s in range(sets):
+            if computed[s] and not one_new[s] and size[s] > 1:
+                for p in (prefix[s], sibling[s]):
+                    if not computed[p] and not copied[p]:
+                        _broadcast(by_anchor, ref, kept[p], state, nl)
+                        copied[p] = True
 
 
 @numba.njit(**_JIT)
@@ -497,28 +507,7 @@ def _one_new_member(by_anchor, ref, new, members, set_of, prefix, last, kept, k,
     for i in range(k - 2, -1, -1):  # P's prefixes, one member more each
         chain[i] = cur
         cur = prefix[cur]
-    for blk in range(k - 1):  # [G_P M_Pj, G_P d_P] and its forward solve by the anchor's L_P
-        first, ks = last[chain[blk]], kept[chain[blk]]
-        for i in range(f):
-            a = first + i
-            for e in range(f):
-                v_cols[f * blk + i, e] = inv[a, 0] * mb[a, j0 + e]
-            v_cols[f * blk + i, f] = inv[a, 0] * dl[a, 0]
-            z_p[f * blk + i] = by_anchor.z[ref, ks, i]
-        for i in range(f):
-            for col in range(f + 1):
-                s = v_cols[f * blk + i, col]
-                for h in range(f * blk):
-                    s -= by_anchor.x_rows[ref, ks, h, i] * y_cols[h, col]
-                v_cols[f * blk + i, col] = s
-        for i in range(f):
-            for col in range(f + 1):
-                s = 0.0
-                for h in range(i + 1):
-                    s += by_anchor.n_inv[ref, ks, i, h] * v_cols[f * blk + h, col]
-                tmp[col] = s
-            for col in range(f + 1):
-                y_cols[f * blk + i, col] = tmp[col]
+    _solve_by_anchor(by_anchor, ref, chain, k, last, kept, j0, mb, inv, dl, v_cols, y_cols, z_p, tmp)
     rows = f * (k - 1)
     uu, uz = 0.0, 0.0
     for h in range(rows):
@@ -559,3 +548,33 @@ def _one_new_member(by_anchor, ref, new, members, set_of, prefix, last, kept, k,
     _solved_norm(low, r, t, total, nl)
     for lane in range(nl):
         acc[lane] = logdet_p + 2.0 * np.log(det_root[lane])
+
+
+@numba.njit(**_JIT)
+def _solve_by_anchor(by_anchor, ref, chain, k, last, kept, j0, mb, inv, dl, v_cols, y_cols, z_p, tmp
+                     ):  # pragma: no cover
+    """y_cols = L_P^-1 [G_P M_Pj, G_P d_P] by forward substitution through the anchor's kept factors of P's prefixes
+    (`chain`), block row by block row; z_p: the anchor's z_P."""
+    f = FEATURES
+    for blk in range(k - 1):
+        first, ks = last[chain[blk]], kept[chain[blk]]
+        for i in range(f):
+            a = first + i
+            for e in range(f):
+                v_cols[f * blk + i, e] = inv[a, 0] * mb[a, j0 + e]
+            v_cols[f * blk + i, f] = inv[a, 0] * dl[a, 0]
+            z_p[f * blk + i] = by_anchor.z[ref, ks, i]
+        for i in range(f):
+            for col in range(f + 1):
+                s = v_cols[f * blk + i, col]
+                for h in range(f * blk):
+                    s -= by_anchor.x_rows[ref, ks, h, i] * y_cols[h, col]
+                v_cols[f * blk + i, col] = s
+        for i in range(f):
+            for col in range(f + 1):
+                s = 0.0
+                for h in range(i + 1):
+                    s += by_anchor.n_inv[ref, ks, i, h] * v_cols[f * blk + h, col]
+                tmp[col] = s
+            for col in range(f + 1):
+                y_cols[f * blk + i, col] = tmp[col]
