@@ -208,14 +208,14 @@ def _scores(size, prefix, sibling, last, before_last, cols, members, kept, set_o
                                 m2[base[group[0]]], own, inv, dl, weight, group, c, r, low, root, det_root, t, total,
                                 acc, new_scratch)
             elif k == 1:
-                _gram_block(m2, base, group, weight, inv, dl, j0, j0, made, gram)
+                _gram_block(m2, base, group, same_base, weight, inv, dl, j0, j0, made, gram)
                 _first_block(gram, cross, j0, c, r, nl)
                 for lane in range(nl):
                     total[lane] = 0.0
                     acc[lane] = 0.0  # the prefix's log det
             else:
                 kp, kq = kept[prefix[s]], kept[sibling[s]]
-                _gram_block(m2, base, group, weight, inv, dl, before_last[s], j0, made, gram)
+                _gram_block(m2, base, group, same_base, weight, inv, dl, before_last[s], j0, made, gram)
                 _grown_block(state, ks, kp, kq, k, k_max, before_last[s], j0, gram, t, x, c, r, nl)
                 for lane in range(nl):
                     total[lane] = state.quad[kp, lane]
@@ -333,15 +333,12 @@ def _scaled_moments(m2, base, group, count, mean, delta, weight, own, root_prior
 
 
 @numba.njit(**_JIT)
-def _gram_block(m2, base, group, weight, inv, dl, a0, e0, made, gram):  # pragma: no cover
+def _gram_block(m2, base, group, same_base, weight, inv, dl, a0, e0, made, gram):  # pragma: no cover
     """The scaled Gram's block of the variables whose first features are a0 and e0, lane by lane, unless made."""
     f, nl = FEATURES, len(group)
     if made[a0 // f, e0 // f]:
         return
     made[a0 // f, e0 // f] = True
-    same_base = True
-    for lane in range(nl):
-        same_base = same_base and base[group[lane]] == base[group[0]]
     for a in range(a0, a0 + f):
         for e in range(e0, e0 + f):
             if same_base:  # the lookahead's: one base, a row each
