@@ -8,7 +8,8 @@ way a GPU user starts from a published checkpoint.
 
 What a build does:
 
-1. The base: the offline tiny Qwen3 with the causal tokenizer (`tiny-qwen3-causal`, `model_seed`).
+1. The base: the offline tiny Qwen3 with the causal tokenizer (`tiny-qwen3-causal`, `model_seed`), of the shape
+   `hidden_size`, `num_hidden_layers`, `num_attention_heads` (`tiny_model.causal_arch`; the defaults: `CAUSAL_ARCH`).
 2. Traces, rendered as GRPO renders them (the recipe's chat template and `chat_template_kwargs`), with their decision
    tokens marked: every bundled train row (data/causal/train.jsonl) played `episodes_per_row` times by the teacher
    (`policies.belief_line.teacher`: the option listed last, the largest expected information gain; episode k on the
@@ -98,10 +99,22 @@ class BuildSettings:
     device: str = "cpu"  # the fine-tune's and the acceptance episodes' torch device ("cuda" on a GPU machine)
     imitated: str = "teacher"  # whose choices the traces make (`policies.belief_line.IMITABLE_RULES`): the shipped
     # build imitates the teacher; "one_step" builds the imitation ceiling (the one-step rule, which GRPO never sees)
+    hidden_size: int = 128  # the base's shape (`tiny_model.causal_arch`); the defaults are `CAUSAL_ARCH`
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
 
     def __post_init__(self):
         if self.imitated not in IMITABLE_RULES:
             raise BadInputError(f"--imitated: one of {', '.join(IMITABLE_RULES)}, got {self.imitated!r}")
+        try:
+            self.arch()
+        except ValueError as error:
+            raise BadInputError(f"--hidden_size / --num_attention_heads: {error}") from None
+
+    def arch(self) -> dict:
+        from training.tasks.causal.tiny_model import causal_arch
+
+        return causal_arch(self.hidden_size, self.num_hidden_layers, self.num_attention_heads)
 
 
 def sha256(path: Path) -> str:
@@ -202,7 +215,7 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
     from training.tasks.causal.tiny_model import resolve_causal_model
 
     started, commit = time.time(), git_state()  # the code that runs is the code at the start
-    base = resolve_causal_model(cache_root(), settings.model_seed)
+    base = resolve_causal_model(cache_root(), settings.model_seed, settings.arch())
     spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
     from transformers import AutoTokenizer
 

@@ -53,6 +53,16 @@ CAUSAL_MODEL_NAME = "tiny-qwen3-causal"
 VOCAB_SIZE = 2048
 CORPUS_EPISODES = 200
 CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
+
+
+def causal_arch(hidden_size: int = 128, num_hidden_layers: int = 4, num_attention_heads: int = 4) -> dict:
+    """`CAUSAL_ARCH` at another width, depth or head count, its proportions kept (the feed-forward 3 x the width, half
+    as many key-value heads as heads, the width split over the heads); the defaults give `CAUSAL_ARCH` itself."""
+    if hidden_size % num_attention_heads or num_attention_heads % 2:
+        raise ValueError(f"the width ({hidden_size}) must split over an even number of heads ({num_attention_heads})")
+    return {**CAUSAL_ARCH, "hidden_size": hidden_size, "intermediate_size": 3 * hidden_size,
+            "num_hidden_layers": num_hidden_layers, "num_attention_heads": num_attention_heads,
+            "num_key_value_heads": num_attention_heads // 2, "head_dim": hidden_size // num_attention_heads}
 # words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
 # (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
 PIECES = r' ?(?>[A-Za-z_][A-Za-z0-9_]*)(?!":)|(?<!:) ?[-+]?\d+(?:\.\d+)?'
@@ -125,29 +135,31 @@ def build_causal_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def fingerprint() -> str:
-    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, CAUSAL_ARCH, SPECIAL_TOKENS, MARKUP_TOKENS,
+def fingerprint(arch: dict = CAUSAL_ARCH) -> str:
+    payload = json.dumps([list(corpus()), VOCAB_SIZE, PIECES, arch, SPECIAL_TOKENS, MARKUP_TOKENS,
                           source_digest(__name__, "training.run_setup.tiny_qwen3"), numerics(threads=False)])
     return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
 
-def write_causal_tiny_qwen3(out_dir: str | Path, seed: int = 0) -> Path:
-    """Write a loadable tiny Qwen3 with the causal tokenizer to `out_dir` (atomically: `out_dir` appears only when
-    complete, so a killed build leaves nothing that looks usable)."""
+def write_causal_tiny_qwen3(out_dir: str | Path, seed: int = 0, arch: dict = CAUSAL_ARCH) -> Path:
+    """Write a loadable tiny Qwen3 of shape `arch` with the causal tokenizer to `out_dir` (atomically: `out_dir`
+    appears only when complete, so a killed build leaves nothing that looks usable)."""
     out = Path(out_dir)
     with atomic_directory(out) as tmp:
         tokenizer = build_causal_tokenizer()
-        model = build_model(tokenizer, seed, CAUSAL_ARCH)
+        model = build_model(tokenizer, seed, arch)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "tiny_qwen3.json").write_text(json.dumps({"seed": seed, "arch": CAUSAL_ARCH, "variant": CAUSAL_MODEL_NAME,
-                                                         "fingerprint": fingerprint()}, indent=2, sort_keys=True))
+        (tmp / "tiny_qwen3.json").write_text(json.dumps({"seed": seed, "arch": arch, "variant": CAUSAL_MODEL_NAME,
+                                                         "fingerprint": fingerprint(arch)}, indent=2, sort_keys=True))
     return out
 
 
-def resolve_causal_model(cache: Path, seed: int = 0) -> str:
-    """The cached `tiny-qwen3-causal` directory for `seed`, built on first use."""
-    out = cache / "models" / f"{CAUSAL_MODEL_NAME}-{fingerprint()}-seed{seed}"
+def resolve_causal_model(cache: Path, seed: int = 0, arch: dict = CAUSAL_ARCH) -> str:
+    """The cached `tiny-qwen3-causal` directory for `seed` and `arch`, built on first use (another shape than
+    `CAUSAL_ARCH` is named by its width and depth too)."""
+    shape = "" if arch == CAUSAL_ARCH else f"-h{arch['hidden_size']}l{arch['num_hidden_layers']}"
+    out = cache / "models" / f"{CAUSAL_MODEL_NAME}{shape}-{fingerprint(arch)}-seed{seed}"
     if not out.is_dir():
-        write_causal_tiny_qwen3(out, seed)
+        write_causal_tiny_qwen3(out, seed, arch)
     return str(out)
