@@ -1,0 +1,134 @@
+"""Where a policy departs from the one-step rule, and by how much the rule's choice wins there (issue 68's diagnosis):
+the rule's own held-out episodes (episode 0 of each row, as the evaluations pair them), rendered as the build renders
+its traces, read by the model teacher-forced; at every `choose` call, the model's probability of the rule's option
+number and whether that number is its likeliest among the listed options', against the margin of the rule's choice
+(its one-step score minus the best other option's, `acquisition.call_scores`, in the reward's units) and whether the
+rule's choice is the option listed last (the teacher's); and how often the model's likeliest option is the one
+whose shown gain is largest (the first among equals), a shortcut that reads one number of two.
+
+    python -m benchmarks.decision_margins --model DIR [--split data/causal/heldout.jsonl] [--rows 64] [--out FILE]
+    python -m benchmarks.decision_margins --model DIR --split CBO_ROWS/heldout.jsonl --surrogate additive
+
+Errors that sit at small margins say the model weighs the numbers, imprecisely; errors at large margins, or a
+model that picks the last option where the rule does not, say it follows a shortcut.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import torch
+
+from training.evaluation.pairing_seeds import POLICY_SEED_KEY, environment_seed, generator
+from training.evaluation.spec import spec_from_recipe
+from training.run_setup.prompt_datasets import load_rows
+from training.run_setup.warm_start_tools import reference_trace, with_observation
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.episode_source import CAUSAL_RECIPE
+from training.tasks.causal.policies.belief_line import teacher
+from training.tasks.causal.starting_policy import encode_traces
+
+
+def rule_episode(row: dict, surrogate: str) -> tuple[list[dict], list[dict]]:
+    """The one-step rule's episode 0 of `row` as chat messages, and per `choose` call what it chose from."""
+    seed = environment_seed(row, 0)
+    env = make_causal_env(surrogate)()
+    env.reset(**{**row, "seed": seed})
+    rng, rule = generator(seed, POLICY_SEED_KEY), teacher(0.0, "one_step")
+    states = []
+    while env.trace.used < env.trace.budget:
+        belief = env.belief
+        name, arguments = rule(env, rng)
+        if name == "choose":
+            others = [o.score for o in belief.options if o is not belief.best]
+            gains = [round(100 * o.gain) for o in belief.options]  # as shown
+            states.append({"options": len(belief.options), "rule": arguments["option"],
+                           "margin": belief.best.score - max(others) if others else None,
+                           "rule_is_last": belief.best is belief.options[-1],
+                           "largest_gain": 1 + int(np.argmax(gains))})
+        getattr(env, name)(**arguments)
+    trace = env.trace
+    played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
+                                                         for s in trace.steps])}
+    return reference_trace(with_observation(played, trace.reset_text), [s.outcome for s in trace.steps]), states
+
+
+def option_token(tokenizer, k: int) -> int:
+    ids = tokenizer.encode(str(k), add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"option {k} is {len(ids)} tokens for this tokenizer; the diagnosis reads one")
+    return ids[0]
+
+
+def read_states(model, tokenizer, encoded: tuple, states: list[dict]) -> list[dict]:
+    """The model's reading of each `choose` call of one encoded trace (teacher-forced)."""
+    ids, _, decisions = encoded
+    numbers = {option_token(tokenizer, k): k for k in range(1, 1 + max((s["options"] for s in states), default=1))}
+    positions = [p for p, d in enumerate(decisions) if d and ids[p] in numbers]
+    if len(positions) != len(states):
+        raise ValueError(f"{len(positions)} option tokens in the trace, {len(states)} choose calls")
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0]
+    out = []
+    for p, state in zip(positions, states, strict=True):
+        listed = [option_token(tokenizer, k) for k in range(1, state["options"] + 1)]
+        probs = torch.softmax(logits[p - 1].double(), dim=-1)
+        likeliest = listed[int(torch.argmax(probs[listed]))]
+        out.append({**state, "p_rule": float(probs[ids[p]]), "agrees": likeliest == ids[p],
+                    "picks_last": likeliest == listed[-1], "picks_largest_gain": numbers[likeliest] == state["largest_gain"]})
+    return out
+
+
+def summary(read: list[dict]) -> dict:
+    """Agreement overall, by quartile of the margin, and by whether the rule's choice is the last option; and how
+    often the rule's choice is the largest shown gain (the shortcut's own agreement with the rule)."""
+    choices = [r for r in read if r["margin"] is not None]  # two options or more
+    margins = np.array([r["margin"] for r in choices])
+    edges = np.quantile(margins, [0, 0.25, 0.5, 0.75, 1.0])
+    bins = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        part = [r for r, m in zip(choices, margins) if lo <= m <= hi]
+        bins.append({"margin": [float(lo), float(hi)], "decisions": len(part), **_shares(part)})
+    return {"decisions": len(choices), **_shares(choices), "by_margin": bins,
+            "shortcut_agrees": float(np.mean([r["rule"] == r["largest_gain"] for r in choices])),
+            "rule_is_last": {"decisions": sum(r["rule_is_last"] for r in choices),
+                             **_shares([r for r in choices if r["rule_is_last"]])},
+            "rule_is_not_last": {"decisions": sum(not r["rule_is_last"] for r in choices),
+                                 **_shares([r for r in choices if not r["rule_is_last"]])}}
+
+
+def _shares(part: list[dict]) -> dict:
+    keys = ("agrees", "p_rule", "picks_last", "picks_largest_gain")
+    return {key: float(np.mean([r[key] for r in part])) if part else None for key in keys}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a causal policy's directory (a starting policy's build)")
+    parser.add_argument("--split", default="data/causal/heldout.jsonl")
+    parser.add_argument("--surrogate", default="exact")
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--out", help="also write the summary (JSON) here")
+    args = parser.parse_args(argv)
+    spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    read = []
+    for row in load_rows(args.split)[: args.rows]:
+        messages, states = rule_episode(row, args.surrogate)
+        read += read_states(model, tokenizer, encode_traces(tokenizer, [messages], spec.template_kwargs)[0], states)
+    result = {"model": args.model, "split": args.split, "rows": args.rows, **summary(read)}
+    print(json.dumps(result, indent=2))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
