@@ -22,24 +22,19 @@ import sys
 import numpy as np
 import torch
 
-from training.evaluation.pairing_seeds import POLICY_SEED_KEY, environment_seed, generator
 from training.evaluation.spec import spec_from_recipe
 from training.run_setup.prompt_datasets import load_rows
-from training.run_setup.warm_start_tools import reference_trace, with_observation
-from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.episode_source import CAUSAL_RECIPE
 from training.tasks.causal.policies.belief_line import teacher
-from training.tasks.causal.starting_policy import encode_traces
+from training.tasks.causal.policies.play import run_policy
+from training.tasks.causal.starting_policy import encode_traces, trace_messages
 
 
 def rule_episode(row: dict, surrogate: str) -> tuple[list[dict], list[dict]]:
     """The one-step rule's episode 0 of `row` as chat messages, and per `choose` call what it chose from."""
-    seed = environment_seed(row, 0)
-    env = make_causal_env(surrogate)()
-    env.reset(**{**row, "seed": seed})
-    rng, rule = generator(seed, POLICY_SEED_KEY), teacher(0.0, "one_step")
-    states = []
-    while env.trace.used < env.trace.budget:
+    rule, states = teacher(0.0, "one_step"), []
+
+    def recorded(env, rng):
         belief = env.belief
         name, arguments = rule(env, rng)
         if name == "choose":
@@ -49,11 +44,9 @@ def rule_episode(row: dict, surrogate: str) -> tuple[list[dict], list[dict]]:
                            "margin": belief.best.score - max(others) if others else None,
                            "rule_is_last": belief.best is belief.options[-1],
                            "largest_gain": 1 + int(np.argmax(gains))})
-        getattr(env, name)(**arguments)
-    trace = env.trace
-    played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
-                                                         for s in trace.steps])}
-    return reference_trace(with_observation(played, trace.reset_text), [s.outcome for s in trace.steps]), states
+        return name, arguments
+
+    return trace_messages(row, run_policy(recorded, row, 0, surrogate)), states
 
 
 def option_token(tokenizer, k: int) -> int:
@@ -66,19 +59,19 @@ def option_token(tokenizer, k: int) -> int:
 def read_states(model, tokenizer, encoded: tuple, states: list[dict]) -> list[dict]:
     """The model's reading of each `choose` call of one encoded trace (teacher-forced)."""
     ids, _, decisions = encoded
-    numbers = {option_token(tokenizer, k): k for k in range(1, 1 + max((s["options"] for s in states), default=1))}
-    positions = [p for p, d in enumerate(decisions) if d and ids[p] in numbers]
+    listed = [option_token(tokenizer, k) for k in range(1, 1 + max((s["options"] for s in states), default=1))]
+    positions = [p for p, d in enumerate(decisions) if d and ids[p] in listed]
     if len(positions) != len(states):
         raise ValueError(f"{len(positions)} option tokens in the trace, {len(states)} choose calls")
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0]
     out = []
     for p, state in zip(positions, states, strict=True):
-        listed = [option_token(tokenizer, k) for k in range(1, state["options"] + 1)]
+        shown = listed[: state["options"]]
         probs = torch.softmax(logits[p - 1].double(), dim=-1)
-        likeliest = listed[int(torch.argmax(probs[listed]))]
-        out.append({**state, "p_rule": float(probs[ids[p]]), "agrees": likeliest == ids[p],
-                    "picks_last": likeliest == listed[-1], "picks_largest_gain": numbers[likeliest] == state["largest_gain"]})
+        likeliest = 1 + int(torch.argmax(probs[shown]))  # the option's number
+        out.append({**state, "p_rule": float(probs[ids[p]]), "agrees": likeliest == state["rule"],
+                    "picks_last": likeliest == state["options"], "picks_largest_gain": likeliest == state["largest_gain"]})
     return out
 
 

@@ -3,7 +3,7 @@
 # of the teacher (`starting_policy build --imitated one_step`), evaluated as the starting policy is, sampled and
 # greedy, on the main job's 128 held-out SCMs and on the CBO file's 128 held-out episodes, beside the one-step rule
 # and the shipped starting policy on the same episodes; then the paired comparisons. One thread each.
-#   benchmarks/imitation_ceiling.sh [OUT_DIR]          # the build alone: about 40 minutes at 1000 steps, one thread
+#   benchmarks/imitation_ceiling.sh [OUT_DIR]          # the builds' times: docs/results/causal.md §3.8
 #   BUILD_FLAGS="--other_option_share 0" benchmarks/imitation_ceiling.sh OUT   # the build's flags (starting_policy build)
 #   SHARED=DIR BUILD_FLAGS="--steps 3000" benchmarks/imitation_ceiling.sh OUT   # a cell of the sweep (issue 68)
 # SHARED (default OUT): where the evaluations that do not depend on the build go (the CBO rows, the shipped starting

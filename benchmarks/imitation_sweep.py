@@ -24,7 +24,7 @@ from training.tasks.causal.starting_policy import BUILD_RECORD, BuildSettings, c
 
 WHERE = ("main", "cbo")
 SHAPE = ("hidden_size", "num_hidden_layers", "num_attention_heads")
-LISTED = (*SHAPE, "steps", "imitated", "command", "acceptance_rows", "acceptance_bar", "device")
+LISTED = (*SHAPE, "steps", "imitated", "acceptance_rows", "acceptance_bar", "device")
 
 
 def build_record(cell: Path) -> tuple[dict, Path]:
@@ -61,7 +61,8 @@ def cell_row(name: str, cell: Path) -> str:
     record, policy = build_record(cell)
     settings = record["settings"]
     defaults = BuildSettings().__dict__
-    shape = "x".join(str(settings.get(k, defaults[k])) for k in SHAPE[:2]) + f", {settings.get(SHAPE[2], 4)} heads"
+    width, depth, heads = (settings.get(k, defaults[k]) for k in SHAPE)  # a record before the flags: the default
+    shape = f"{width}x{depth}, {heads} heads"
     changed = [f"{k} {v}" for k, v in settings.items() if k not in LISTED and defaults.get(k) != v]
     cells = [name, shape, f"{parameters(policy) / 1e6:.2f}M", str(settings["steps"]), ", ".join(changed) or "-",
              f"{record['build_seconds'] / 60:.0f}", f"{record['training']['final_loss']:.3f}",

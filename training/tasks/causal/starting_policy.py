@@ -136,7 +136,11 @@ def _play(job: tuple[dict, int, float, str]) -> list[dict]:
     """The conversation of the teacher's episode k of a row (a worker's job)."""
     row, k, other_share, rule = job
     row = episode_row(row, k)
-    record = run_policy(teacher(other_share, rule), row, k)
+    return trace_messages(row, run_policy(teacher(other_share, rule), row, k))
+
+
+def trace_messages(row: dict, record) -> list[dict]:
+    """A played episode (`EpisodeTrace`) of `row` as the conversation the build trains on."""
     played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
                                                          for s in record.steps])}
     return reference_trace(with_observation(played, record.reset_text), [s.outcome for s in record.steps])

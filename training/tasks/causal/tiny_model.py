@@ -54,6 +54,10 @@ VOCAB_SIZE = 2048
 CORPUS_EPISODES = 200
 CAUSAL_ARCH = {**TINY_ARCH, "num_hidden_layers": 4}
 
+# words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
+# (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
+PIECES = r' ?(?>[A-Za-z_][A-Za-z0-9_]*)(?!":)|(?<!:) ?[-+]?\d+(?:\.\d+)?'
+
 
 def causal_arch(hidden_size: int = 128, num_hidden_layers: int = 4, num_attention_heads: int = 4) -> dict:
     """`CAUSAL_ARCH` at another width, depth or head count, its proportions kept (the feed-forward 3 x the width, half
@@ -63,9 +67,6 @@ def causal_arch(hidden_size: int = 128, num_hidden_layers: int = 4, num_attentio
     return {**CAUSAL_ARCH, "hidden_size": hidden_size, "intermediate_size": 3 * hidden_size,
             "num_hidden_layers": num_hidden_layers, "num_attention_heads": num_attention_heads,
             "num_key_value_heads": num_attention_heads // 2, "head_dim": hidden_size // num_attention_heads}
-# words and numbers, each one piece (with the space before it) never merged with its neighbours; a JSON key
-# (`"value":`) merges with its quotes, and a number after a colon keeps its space out (`"value": -3.0`)
-PIECES = r' ?(?>[A-Za-z_][A-Za-z0-9_]*)(?!":)|(?<!:) ?[-+]?\d+(?:\.\d+)?'
 
 
 def _episode_text(renderer, k: int) -> str:
