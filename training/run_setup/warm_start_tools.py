@@ -24,15 +24,17 @@ from training.run_setup.warm_start import FineTuneSettings, fine_tune_cached
 FINAL_ANSWER = "Done."  # the last assistant turn of every trace, and the whole of a lazy one
 
 
-def reference_trace(row: dict, tool_results: list[str]) -> list[dict]:
+def reference_trace(row: dict, tool_results: list[str], texts: list[str] | None = None) -> list[dict]:
     """The full conversation that solves `row`: its prompt, one assistant turn per reference call (each followed
-    by its tool result), and the final answer. `tool_results` are what the environment returned for each call."""
+    by its tool result), and the final answer. `tool_results` are what the environment returned for each call;
+    `texts`, what each call's turn writes before its call (none by default)."""
     calls = json.loads(row["reference_calls_json"])
-    if len(calls) != len(tool_results):
-        raise ValueError(f"{len(calls)} reference calls but {len(tool_results)} tool results")
+    texts = [""] * len(calls) if texts is None else texts
+    if not len(calls) == len(tool_results) == len(texts):
+        raise ValueError(f"{len(calls)} reference calls but {len(tool_results)} tool results and {len(texts)} texts")
     messages = list(row["prompt"])
-    for call, result in zip(calls, tool_results, strict=True):
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
+    for call, result, text in zip(calls, tool_results, texts, strict=True):
+        messages.append({"role": "assistant", "content": text, "tool_calls": [{"type": "function", "function": call}]})
         messages.append({"role": "tool", "name": call["name"], "content": result})
     messages.append({"role": "assistant", "content": FINAL_ANSWER})
     return messages

@@ -73,6 +73,7 @@ from training.tasks.causal.episode_source import CAUSAL_RECIPE
 from training.tasks.causal.scm import names
 from training.tasks.causal.scm.scm import SCM
 from training.tasks.causal.splits import DATA_DIR, renamed_as, scm_row
+from training.tasks.causal.written_working import WORKINGS, WritingPolicy
 
 REPO = Path(__file__).resolve().parents[3]
 STARTING_POLICY_DIR = REPO / "models" / "causal_starting_policy"
@@ -102,10 +103,17 @@ class BuildSettings:
     hidden_size: int = 128  # the base's shape (`tiny_model.causal_arch`); the defaults are `CAUSAL_ARCH`
     num_hidden_layers: int = 4
     num_attention_heads: int = 4
+    working: str = "none"  # what each call's turn writes before its call (`written_working.WORKINGS`): "scores",
+    # the one-step rule's score of every option, only where the rule is imitated (the shipped policy never sees it)
 
     def __post_init__(self):
         if self.imitated not in IMITABLE_RULES:
             raise BadInputError(f"--imitated: one of {', '.join(IMITABLE_RULES)}, got {self.imitated!r}")
+        if self.working not in WORKINGS:
+            raise BadInputError(f"--working: one of {', '.join(WORKINGS)}, got {self.working!r}")
+        if self.working != "none" and self.imitated == "teacher":
+            raise BadInputError(f"--working {self.working}: writes the one-step rule's scores, which the teacher's "
+                                "student must never see; only with --imitated one_step")
         try:
             self.arch()
         except ValueError as error:
@@ -132,25 +140,27 @@ def episode_row(row: dict, k: int) -> dict:
     return {**row, **scm_row(scm, seed=row["seed"], budget=row["budget"], initial_samples=row["initial_samples"])}
 
 
-def _play(job: tuple[dict, int, float, str]) -> list[dict]:
+def _play(job: tuple[dict, int, float, str, str]) -> list[dict]:
     """The conversation of the teacher's episode k of a row (a worker's job)."""
-    row, k, other_share, rule = job
+    row, k, other_share, rule, working = job
     row = episode_row(row, k)
-    return trace_messages(row, run_policy(teacher(other_share, rule), row, k))
+    policy = WritingPolicy(teacher(other_share, rule), working)
+    return trace_messages(row, run_policy(policy, row, k), policy.workings)
 
 
-def trace_messages(row: dict, record) -> list[dict]:
-    """A played episode (`EpisodeTrace`) of `row` as the conversation the build trains on."""
+def trace_messages(row: dict, record, texts: list[str] | None = None) -> list[dict]:
+    """A played episode (`EpisodeTrace`) of `row` as the conversation the build trains on; `texts`: what each call's
+    turn writes before its call (`written_working`)."""
     played = {**row, "reference_calls_json": json.dumps([{"name": s.tool, "arguments": s.arguments}
                                                          for s in record.steps])}
-    return reference_trace(with_observation(played, record.reset_text), [s.outcome for s in record.steps])
+    return reference_trace(with_observation(played, record.reset_text), [s.outcome for s in record.steps], texts)
 
 
 def play(rows: list[dict], episodes_per_row: int, show_progress: bool = False,
-         other_share: float = 0.0, rule: str = "teacher") -> list[list[dict]]:
-    """The teacher's episodes 0 .. episodes_per_row - 1 of every row (`teacher(other_share, rule)`), on every core,
-    in order."""
-    jobs = [(row, k, other_share, rule) for row in rows for k in range(episodes_per_row)]
+         other_share: float = 0.0, rule: str = "teacher", working: str = "none") -> list[list[dict]]:
+    """The teacher's episodes 0 .. episodes_per_row - 1 of every row (`teacher(other_share, rule)`, writing
+    `working` before each call), on every core, in order."""
+    jobs = [(row, k, other_share, rule, working) for row in rows for k in range(episodes_per_row)]
     with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
         return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc="teacher episodes",
                          unit="episode", disable=not show_progress))
@@ -225,7 +235,8 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
 
     rows = load_rows(DATA_FILES[0])
     tokenizer = AutoTokenizer.from_pretrained(base)
-    played = play(rows, settings.episodes_per_row, show_progress, settings.other_option_share, settings.imitated)
+    played = play(rows, settings.episodes_per_row, show_progress, settings.other_option_share, settings.imitated,
+                  settings.working)
     traces = encode_traces(tokenizer, played, spec.template_kwargs)
     losses: dict[int, float] = {}
     fine = FineTuneSettings(steps=settings.steps, lr=settings.lr, batch_size=settings.batch_size, seed=settings.seed,
@@ -294,7 +305,7 @@ def verify(path: Path) -> list[str]:
         spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
         rows = load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)]
         traces = play(rows, settings.episodes_per_row, other_share=settings.other_option_share,
-                      rule=settings.imitated)[:VERIFIED_TRACES]
+                      rule=settings.imitated, working=settings.working)[:VERIFIED_TRACES]
         encoded = encode_traces(AutoTokenizer.from_pretrained(path), traces, spec.template_kwargs)
         if encoded_digest(encoded) != record["traces"]["first_digest"]:
             problems.append(f"the first {VERIFIED_TRACES} traces render differently from the build's (the "
