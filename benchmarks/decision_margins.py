@@ -11,6 +11,13 @@ whose shown gain is largest (the first among equals), a shortcut that reads one 
 
 Errors that sit at small margins say the model weighs the numbers, imprecisely; errors at large margins, or a
 model that picks the last option where the rule does not, say it follows a shortcut.
+
+    python -m benchmarks.decision_margins --model DIR --working scores    # a build with a written working
+
+With `--working scores` (a build of `starting_policy build --working scores`) each call's turn holds the rule's
+working before its call, as the build's traces do, so the choice is read given the right working; and each
+working is read too, token by token, teacher-forced: whether the model's likeliest next token is the working's own
+at every token of it (`working_right`), which says whether the model computes the weighing it writes.
 """
 
 from __future__ import annotations
@@ -28,10 +35,12 @@ from training.tasks.causal.episode_source import CAUSAL_RECIPE
 from training.tasks.causal.policies.belief_line import teacher
 from training.tasks.causal.policies.play import run_policy
 from training.tasks.causal.starting_policy import encode_traces, trace_messages
+from training.tasks.causal.written_working import WORKINGS, WritingPolicy, scores_working
 
 
-def rule_episode(row: dict, surrogate: str) -> tuple[list[dict], list[dict]]:
-    """The one-step rule's episode 0 of `row` as chat messages, and per `choose` call what it chose from."""
+def rule_episode(row: dict, surrogate: str, working: str = "none") -> tuple[list[dict], list[dict]]:
+    """The one-step rule's episode 0 of `row` as chat messages (each call's turn writing `working` before it), and
+    per `choose` call what it chose from."""
     rule, states = teacher(0.0, "one_step"), []
 
     def recorded(env, rng):
@@ -43,10 +52,12 @@ def rule_episode(row: dict, surrogate: str) -> tuple[list[dict], list[dict]]:
             states.append({"options": len(belief.options), "rule": arguments["option"],
                            "margin": belief.best.score - max(others) if others else None,
                            "rule_is_last": belief.best is belief.options[-1],
-                           "largest_gain": 1 + int(np.argmax(gains))})
+                           "largest_gain": 1 + int(np.argmax(gains)),
+                           "working": scores_working(belief) if working == "scores" else ""})
         return name, arguments
 
-    return trace_messages(row, run_policy(recorded, row, 0, surrogate)), states
+    policy = WritingPolicy(recorded, working)
+    return trace_messages(row, run_policy(policy, row, 0, surrogate), policy.workings), states
 
 
 def option_token(tokenizer, k: int) -> int:
@@ -70,9 +81,23 @@ def read_states(model, tokenizer, encoded: tuple, states: list[dict]) -> list[di
         shown = listed[: state["options"]]
         probs = torch.softmax(logits[p - 1].double(), dim=-1)
         likeliest = 1 + int(torch.argmax(probs[shown]))  # the option's number
-        out.append({**state, "p_rule": float(probs[ids[p]]), "agrees": likeliest == state["rule"],
-                    "picks_last": likeliest == state["options"], "picks_largest_gain": likeliest == state["largest_gain"]})
+        read = {"p_rule": float(probs[ids[p]]), "agrees": likeliest == state["rule"],
+                "picks_last": likeliest == state["options"], "picks_largest_gain": likeliest == state["largest_gain"]}
+        if state["working"]:
+            read["working_right"] = _working_right(tokenizer, ids, logits, p, state["working"])
+        out.append({**state, **read})
     return out
+
+
+def _working_right(tokenizer, ids: list[int], logits: torch.Tensor, before: int, working: str) -> bool:
+    """Whether the model's likeliest next token is the working's own at each of its tokens (the last copy of the
+    working's tokens before position `before`)."""
+    written = tokenizer.encode(working, add_special_tokens=False)
+    starts = [i for i in range(before - len(written), -1, -1) if ids[i:i + len(written)] == written]
+    if not starts:
+        raise ValueError(f"the working {working!r} is not in the trace before its call")
+    at = range(starts[0], starts[0] + len(written))
+    return all(int(torch.argmax(logits[i - 1])) == ids[i] for i in at)
 
 
 def summary(read: list[dict]) -> dict:
@@ -85,7 +110,9 @@ def summary(read: list[dict]) -> dict:
     for lo, hi in zip(edges[:-1], edges[1:]):
         part = [r for r, m in zip(choices, margins) if lo <= m <= hi]
         bins.append({"margin": [float(lo), float(hi)], "decisions": len(part), **_shares(part)})
-    return {"decisions": len(choices), **_shares(choices), "by_margin": bins,
+    written = [r["working_right"] for r in choices if "working_right" in r]
+    working = {"working_right": float(np.mean(written))} if written else {}
+    return {"decisions": len(choices), **_shares(choices), **working, "by_margin": bins,
             "shortcut_agrees": float(np.mean([r["rule"] == r["largest_gain"] for r in choices])),
             "rule_is_last": {"decisions": sum(r["rule_is_last"] for r in choices),
                              **_shares([r for r in choices if r["rule_is_last"]])},
@@ -106,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="data/causal/heldout.jsonl")
     parser.add_argument("--surrogate", default="exact")
     parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--working", default="none", choices=WORKINGS,
+                        help="the rule's working written before each call, as the build of that --working wrote it")
     parser.add_argument("--out", help="also write the summary (JSON) here")
     args = parser.parse_args(argv)
     spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
@@ -113,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     read = []
     for row in load_rows(args.split)[: args.rows]:
-        messages, states = rule_episode(row, args.surrogate)
+        messages, states = rule_episode(row, args.surrogate, args.working)
         read += read_states(model, tokenizer, encode_traces(tokenizer, [messages], spec.template_kwargs)[0], states)
     result = {"model": args.model, "split": args.split, "rows": args.rows, **summary(read)}
     print(json.dumps(result, indent=2))

@@ -9,7 +9,9 @@ Per cell: the base's shape and size, the build's steps and any other flag it cha
 build's acceptance (greedy agreement with the rule on 32 held-out SCMs); then per held-out set (the main job's 128
 SCMs, CBO's 128 episodes): the ceiling's sampled and greedy mean reward, its sampled calls' agreement with the rule,
 and the paired difference from the rule (sampled; `OUT/<where>/compare`, the mean over rows with its paired t
-interval). The cell reaches the rule where the interval's upper end is at or above 0.
+interval), and the share of its sampled episodes that made fewer calls than their budget (cut by the completion's
+or the context's length, where a turn writes more than its call). The cell reaches the rule where the interval's
+upper end is at or above 0.
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ def parameters(policy: Path) -> int:
         return sum(math.prod(weights.get_slice(k).get_shape()) for k in weights.keys())
 
 
-def agreement(eval_dir: Path) -> float:
-    records = [json.loads(line)["extra"] for line in (eval_dir / "eval.jsonl").read_text().splitlines() if line]
-    return call_shares(records)["follows_one_step"]
+def episode_records(eval_dir: Path) -> list[dict]:
+    return [json.loads(line)["extra"] for line in (eval_dir / "eval.jsonl").read_text().splitlines() if line]
+
+
+def short_of_budget(records: list[dict]) -> float:
+    return sum(r["calls"] < r["budget"] for r in records) / len(records)
 
 
 def versus_rule(cell: Path, where: str) -> dict:
@@ -51,10 +56,11 @@ def versus_rule(cell: Path, where: str) -> dict:
     means = {m["name"]: m["mean"] for m in comparison["models"]}
     pair = next(p for p in comparison["pairwise"] if p["a"] == "ceiling" and p["b"] == "one_step")
     greedy = json.loads((cell / where / "compare_greedy" / "comparison.json").read_text())
+    records = episode_records(cell / where / "ceiling")
     return {"sampled": means["ceiling"], "diff": pair["mean_diff"],
             "ci": pair["mean_diff_ci95"], "greedy": next(m["mean"] for m in greedy["models"]
                                                            if m["name"] == "ceiling_greedy"),
-            "agreement": agreement(cell / where / "ceiling")}
+            "agreement": call_shares(records)["follows_one_step"], "short": short_of_budget(records)}
 
 
 def cell_row(name: str, cell: Path) -> str:
@@ -71,13 +77,14 @@ def cell_row(name: str, cell: Path) -> str:
         v = versus_rule(cell, where)
         lo, hi = v["ci"]
         cells += [f"{v['sampled']:.3f}", f"{v['greedy']:.3f}", f"{v['agreement']:.2f}",
-                  f"{v['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
+                  f"{v['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]", f"{v['short']:.2f}"]
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = ["cell", "shape (width x layers)", "parameters", "steps", "other flags", "build min", "final loss",
           "acceptance agreement", *(f"{w} {c}" for w in WHERE for c in
-                                    ("sampled", "greedy", "agreement (sampled)", "minus the rule [95%]"))]
+                                    ("sampled", "greedy", "agreement (sampled)", "minus the rule [95%]",
+                                     "short of budget"))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,3 +34,33 @@ def test_the_states_are_the_rules_choose_calls_and_the_shipped_policy_reads_as_t
     assert result["picks_last"] >= 0.9  # the teacher's copy (its acceptance: 0.99 of greedy calls)
     assert result["rule_is_last"]["agrees"] >= 0.9 and result["rule_is_not_last"]["agrees"] <= 0.1
     json.dumps(result)  # what --out writes
+
+
+class Oracle:
+    """A model whose likeliest next token is always the trace's own (`ids`): reads every working as right."""
+
+    def __init__(self, ids: list[int], vocabulary: int):
+        self.ids, self.vocabulary = ids, vocabulary
+
+    def __call__(self, input_ids):
+        logits = torch.zeros(1, len(self.ids), self.vocabulary)
+        logits[0, torch.arange(len(self.ids) - 1), torch.tensor(self.ids[1:])] = 10.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_with_the_working_each_call_reads_it_and_only_a_model_that_writes_it_reads_as_right():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(STARTING_POLICY_DIR)
+    shipped = AutoModelForCausalLM.from_pretrained(STARTING_POLICY_DIR, dtype=torch.float32).eval()
+    template_kwargs = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False).template_kwargs
+    read = {"shipped": [], "oracle": []}
+    for row in load_rows(DATA_FILES[1])[:3]:
+        messages, states = rule_episode(row, "exact", "scores")
+        texts = [m["content"] for m in messages if m["role"] == "assistant" and m.get("tool_calls")]
+        assert [s["working"] for s in states] == [t for t in texts if t]  # a choose call's turn: its working
+        encoded = encode_traces(tokenizer, [messages], template_kwargs)[0]
+        read["shipped"] += read_states(shipped, tokenizer, encoded, states)
+        read["oracle"] += read_states(Oracle(encoded[0], len(tokenizer)), tokenizer, encoded, states)
+    assert summary(read["oracle"])["working_right"] == 1.0 and summary(read["oracle"])["agrees"] == 1.0
+    assert summary(read["shipped"])["working_right"] == 0.0  # the teacher's copy never learnt to write one

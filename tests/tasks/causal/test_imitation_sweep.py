@@ -1,6 +1,6 @@
 """The sweep's table (`benchmarks/imitation_sweep.py`, issue 68) reads a cell as `benchmarks/imitation_ceiling.sh`
 leaves it: the build record, the real `training.compare` reports over the cell's evaluations, the calls of its sampled
-episodes. Here the evaluations are made up (8 rows, known scores and calls) and the comparisons are the real command's."""
+episodes and how many fell short of their budget. Here the evaluations are made up (8 rows, known scores and calls) and the comparisons are the real command's."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def _evaluation(path, scores, decoding, follows):
         lines.append(json.dumps({"episode_id": f"{row}:0", "row": row, "sample": 0,
                                  "seed": None if decoding == "greedy" else 100 + row, "score": score,
                                  "components": {}, "success": None, "unscorable_reason": None, "metrics": {},
-                                 "extra": {"decoding": decoding, "call_log": calls}}))
+                                 "extra": {"decoding": decoding, "call_log": calls, "calls": len(calls),
+                                           "budget": 3}}))
     (path / "eval.jsonl").write_text("\n".join(lines) + "\n")
     (path / "eval_summary.json").write_text(json.dumps({"metric_directions": {"score": "higher"}}))
 
@@ -59,8 +60,9 @@ def test_a_cells_row_holds_its_shape_build_and_paired_difference_from_the_rule(t
     cells = [c.strip() for c in cell_row("steps3000", cell).strip("|").split("|")]
     assert cells[:8] == ["steps3000", "128x4, 4 heads", "1.05M", "3000", "episodes_per_row 16", "60", "0.125", "0.750"]
     for k, where in enumerate(("main", "cbo")):
-        sampled, greedy, agreement, versus = cells[8 + 4 * k: 12 + 4 * k]
+        sampled, greedy, agreement, versus, short = cells[8 + 5 * k: 13 + 5 * k]
         assert agreement == f"{12 / 16:.2f}"
+        assert short == "0.50"  # every other row made 1 of its 3 calls
         assert float(versus.split(" [")[0]) == pytest.approx(diffs[where], abs=5e-4)  # printed to 3 decimals
         lo, hi = (float(x) for x in versus.split("[")[1].rstrip("]").split(","))
         assert lo < diffs[where] < hi < 0.0

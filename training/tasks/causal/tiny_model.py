@@ -17,7 +17,8 @@ after `=` and after `"value": `), which is what copying them needs. The corpus n
 (`scm.names`, style "random"), so that no name is a token of its own: the first starting policy was built on a
 tokenizer whose corpus used the bundled names, where X1, PKA or yield were single tokens; it copied those and failed
 on the generated codes (2 or 3 pieces), calling a variable the SCM does not have in 53 of 192 greedy calls. Now every
-name is a few pieces in training as in use (`PKA`: 2), and a number one token. Elsewhere BPE merges freely.
+name is a few pieces in training as in use (`PKA`: 2), and a number one piece, which the learned merges keep whole
+for some numbers and split for others (` 27` one token, ` 41` two: ` 4` `1`). Elsewhere BPE merges freely.
 The default `tiny-qwen3` is untouched (the other recipes' measured results depend on it).
 
 Built deterministically into the cache (`STRICT_GRPO_CACHE/models/tiny-qwen3-causal-<fingerprint>-seed<N>`), the
