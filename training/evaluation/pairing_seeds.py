@@ -18,7 +18,8 @@ plays: TRL's `reset(**row)` hands the environment the row seed itself, unhashed,
 (`reference_calls_json`) are that episode's calls. Inside an episode seeded s, the environment samples from
 `generator(s)`; its option lookahead at valid call c from `generator(s, c, LOOKAHEAD_SEED_KEY)`; its belief after u
 updates from `generator(s, u, BELIEF_SEED_KEY)`; a scripted policy from `generator(s, POLICY_SEED_KEY)`; the
-starting policy's k-th renaming of a row from `generator(row seed, k, RENAME_SEED_KEY)`.
+starting policy's k-th renaming of a row from `generator(row seed, k, RENAME_SEED_KEY)` (and, with a budget spread,
+that episode's budget from `generator(row seed, k, BUDGET_SEED_KEY)`).
 
 The tokens. A language model's sampled episode (row r, sample k) under the evaluation seed `heldout_seed` draws its
 tokens from `episode_seed(heldout_seed, r, k)`, its t-th generation call (tool agents take several turns) from
@@ -49,6 +50,7 @@ LOOKAHEAD_SEED_KEY = 0x100CA  # the options' lookahead, apart from the episode's
 BELIEF_SEED_KEY = 0xBE11EF  # the belief's posterior draws, apart from the episode's and the lookahead's
 POLICY_SEED_KEY = 0x9017C7  # a scripted policy's generator, apart from the environment's
 RENAME_SEED_KEY = 0x4E4D  # the starting policy's renamed episodes, apart from the environment's seed
+BUDGET_SEED_KEY = 0xB0D6  # a build's drawn budgets (`budget_spread`), apart from the renaming
 BRANCH_SEED_KEY = 0xB7A4C  # step credit's continuations, apart from the held-out episodes' token streams
 CORPUS_SEED_OFFSET = 10_000_000  # the tiny causal model's corpus SCMs, far from the bundled splits'
 

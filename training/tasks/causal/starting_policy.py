@@ -15,10 +15,11 @@ What a build does:
    (`policies.belief_line.teacher`: the option listed last, the largest expected information gain; episode k on the
    paired environment seed `environment_seed(row, k)`, `policies.play.run_policy`). Episodes after the first rename
    the SCM's variables (`episode_row`: fresh names, half of them random identifiers, the rest in a drawn style of
-   `scm.names`), the same SCM and the same calls under other names. The teacher picks another listed option than
-   its own in `other_option_share` of the calls that have one (`TeacherPolicy(other_share)`): a student of the rule
-   alone was near-deterministic (sampled at temperature 1.0 it made the rule's choice in 0.995 of its calls), so
-   every GRPO group's episodes were alike and the first step's loss was 0; this one samples the options. An
+   `scm.names`), the same SCM and the same calls under other names, and with `budget_spread` on a drawn budget.
+   The teacher picks another listed option than its own in `other_option_share` of the calls that have one
+   (`TeacherPolicy(other_share)`): a student of the rule alone was near-deterministic (sampled at temperature 1.0
+   it made the rule's choice in 0.995 of its calls), so every GRPO group's episodes were alike and the first step's
+   loss was 0; this one samples the options. An
    imitation-ceiling build (`imitated` "one_step") may write a working into each call's turn before the call
    (`working` "scores": each option's one-step score, `written_working`), learnt with the format tokens.
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
@@ -60,7 +61,7 @@ from training.evaluation.spec import spec_from_recipe
 from training.evaluation.tool_loop import environment_tools, sampling_chat_template
 from training.outputs.atomic import atomic_directory
 from training.outputs.git_state import git_state
-from training.evaluation.pairing_seeds import RENAME_SEED_KEY, generator
+from training.evaluation.pairing_seeds import BUDGET_SEED_KEY, RENAME_SEED_KEY, generator
 from training.run_setup.build_keys import numerics
 from training.errors import BadInputError, bad_input_exits
 from training.run_setup.models import cache_root
@@ -107,6 +108,9 @@ class BuildSettings:
     num_attention_heads: int = 4
     working: str = "none"  # what each call's turn writes before its call (`written_working.WORKINGS`): "scores",
     # the one-step rule's score of every option, only where the rule is imitated (the shipped policy never sees it)
+    budget_spread: int = 0  # episodes after a row's first play a budget drawn from its own plus or minus this many
+    # calls: trained on budgets of 6 alone, students ended CBO's longer episodes a call early, though every reply
+    # says how many calls are left
 
     def __post_init__(self):
         if self.imitated not in IMITABLE_RULES:
@@ -116,6 +120,10 @@ class BuildSettings:
         if self.working != "none" and self.imitated == "teacher":
             raise BadInputError(f"--working {self.working}: writes the one-step rule's scores, which the teacher's "
                                 "student must never see; only with --imitated one_step")
+        if self.budget_spread < 0 or self.budget_spread and self.budget_spread >= min(
+                row["budget"] for row in load_rows(DATA_FILES[0])):
+            raise BadInputError(f"--budget_spread: at least 0 and below every train row's budget (each episode "
+                                f"keeps a call), got {self.budget_spread}")
         try:
             self.arch()
         except ValueError as error:
@@ -131,21 +139,25 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def episode_row(row: dict, k: int) -> dict:
+def episode_row(row: dict, k: int, budget_spread: int = 0) -> dict:
     """Episode k's row: the row itself for k = 0; after it, the row's SCM under fresh names (a random identifier per
-    variable in every other episode, a drawn style of `scm.names` in the rest), its prompt rewritten with them."""
+    variable in every other episode, a drawn style of `scm.names` in the rest), its prompt rewritten with them, and
+    with `budget_spread` a budget drawn from the row's plus or minus that many calls."""
     if k == 0:
         return row
     rng = generator(row["seed"], k, RENAME_SEED_KEY)
     style = "random" if k % 2 else names.STYLES[int(rng.integers(len(names.STYLES)))]
     scm = renamed_as(SCM.from_json(row["scm_json"]), rng, style)
-    return {**row, **scm_row(scm, seed=row["seed"], budget=row["budget"], initial_samples=row["initial_samples"])}
+    budget = row["budget"]
+    if budget_spread:
+        budget += int(generator(row["seed"], k, BUDGET_SEED_KEY).integers(-budget_spread, budget_spread + 1))
+    return {**row, **scm_row(scm, seed=row["seed"], budget=budget, initial_samples=row["initial_samples"])}
 
 
-def _play(job: tuple[dict, int, float, str, str]) -> list[dict]:
+def _play(job: tuple[dict, int, float, str, str, int]) -> list[dict]:
     """The conversation of the teacher's episode k of a row (a worker's job)."""
-    row, k, other_share, rule, working = job
-    row = episode_row(row, k)
+    row, k, other_share, rule, working, budget_spread = job
+    row = episode_row(row, k, budget_spread)
     policy = WritingPolicy(teacher(other_share, rule), working)
     return trace_messages(row, run_policy(policy, row, k), policy.workings)
 
@@ -158,11 +170,12 @@ def trace_messages(row: dict, record, texts: list[str] | None = None) -> list[di
     return reference_trace(with_observation(played, record.reset_text), [s.outcome for s in record.steps], texts)
 
 
-def play(rows: list[dict], episodes_per_row: int, show_progress: bool = False,
-         other_share: float = 0.0, rule: str = "teacher", working: str = "none") -> list[list[dict]]:
+def play(rows: list[dict], episodes_per_row: int, show_progress: bool = False, other_share: float = 0.0,
+         rule: str = "teacher", working: str = "none", budget_spread: int = 0) -> list[list[dict]]:
     """The teacher's episodes 0 .. episodes_per_row - 1 of every row (`teacher(other_share, rule)`, writing
-    `working` before each call), on every core, in order."""
-    jobs = [(row, k, other_share, rule, working) for row in rows for k in range(episodes_per_row)]
+    `working` before each call, episodes after the first on budgets `budget_spread` apart), on every core, in
+    order."""
+    jobs = [(row, k, other_share, rule, working, budget_spread) for row in rows for k in range(episodes_per_row)]
     with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
         return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc="teacher episodes",
                          unit="episode", disable=not show_progress))
@@ -238,7 +251,7 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
     rows = load_rows(DATA_FILES[0])
     tokenizer = AutoTokenizer.from_pretrained(base)
     played = play(rows, settings.episodes_per_row, show_progress, settings.other_option_share, settings.imitated,
-                  settings.working)
+                  settings.working, settings.budget_spread)
     traces = encode_traces(tokenizer, played, spec.template_kwargs)
     losses: dict[int, float] = {}
     fine = FineTuneSettings(steps=settings.steps, lr=settings.lr, batch_size=settings.batch_size, seed=settings.seed,
@@ -307,7 +320,8 @@ def verify(path: Path) -> list[str]:
         spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
         rows = load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)]
         traces = play(rows, settings.episodes_per_row, other_share=settings.other_option_share,
-                      rule=settings.imitated, working=settings.working)[:VERIFIED_TRACES]
+                      rule=settings.imitated, working=settings.working,
+                      budget_spread=settings.budget_spread)[:VERIFIED_TRACES]
         encoded = encode_traces(AutoTokenizer.from_pretrained(path), traces, spec.template_kwargs)
         if encoded_digest(encoded) != record["traces"]["first_digest"]:
             problems.append(f"the first {VERIFIED_TRACES} traces render differently from the build's (the "
