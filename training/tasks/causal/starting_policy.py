@@ -19,9 +19,9 @@ What a build does:
    The teacher picks another listed option than its own in `other_option_share` of the calls that have one
    (`TeacherPolicy(other_share)`): a student of the rule alone was near-deterministic (sampled at temperature 1.0
    it made the rule's choice in 0.995 of its calls), so every GRPO group's episodes were alike and the first step's
-   loss was 0; this one samples the options. An
-   imitation-ceiling build (`imitated` "one_step") may write a working into each call's turn before the call
-   (`working` "scores": each option's one-step score, `written_working`), learnt with the format tokens.
+   loss was 0; this one samples the options. An imitation-ceiling build (`imitated` "one_step") may write a working
+   into each call's turn before the call (`working` "scores": each option's one-step score, `written_working`),
+   learnt with the format tokens.
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
    format tokens' (`decision_weight`): with one mean over all label tokens of a trace, the few that decide were
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
@@ -110,7 +110,8 @@ class BuildSettings:
     # the one-step rule's score of every option, only where the rule is imitated (the shipped policy never sees it)
     budget_spread: int = 0  # episodes after a row's first play a budget drawn from its own plus or minus this many
     # calls: trained on budgets of 6 alone, students ended CBO's longer episodes a call early, though every reply
-    # says how many calls are left
+    # says how many calls are left; this takes the conversation's length away as a cue (the ledger's §3.8: it did
+    # not help)
 
     def __post_init__(self):
         if self.imitated not in IMITABLE_RULES:
