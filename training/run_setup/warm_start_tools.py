@@ -5,7 +5,8 @@ final answer) is rendered with the chat template GRPO samples with (TRL's prefix
 when the tokenizer's own is not prefix-preserving) and the tools in the system prompt, and the loss is on the
 assistant tokens only (the template's generation mask). Cached like `training.run_setup.warm_start`. With
 `decisions=True` an encoded trace also marks its decision tokens (`decision_tokens`: the tokens that spell each tool
-call's name and argument values), for a loss that weighs them apart from the format
+call's name and argument values, and with `stops` the token that opens each call and the final answer, where the
+model decides whether to call again), for a loss that weighs them apart from the format
 (`FineTuneSettings.decision_weight`).
 
 `tool_call_rate` < 1 imitates a weaker teacher: every row also appears as a lazy trace (the prompt answered with
@@ -53,9 +54,10 @@ def _value_span(text: str, start: int, end: int, key: str, value) -> tuple[int, 
     return (lo + 1, found.end() - 1) if isinstance(value, str) else (lo, found.end())
 
 
-def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int]) -> list[bool]:
+def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int], stops: bool = False) -> list[bool]:
     """Per token of `ids` (the tokenization of `text`): whether it is an assistant token that spells a tool call's
-    name or one of its argument values."""
+    name or one of its argument values, or with `stops` the first token of a `<tool_call>` or of the final answer
+    (the choice between calling again and stopping)."""
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     if encoded["input_ids"] != list(ids):
         raise ValueError("decision tokens: the rendered text does not tokenize to the template's token ids")
@@ -69,6 +71,14 @@ def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int]) -> li
         parsed = json.loads(call.group(1))
         spans.append(_value_span(text, lo, hi, "name", parsed["name"]))
         spans.extend(_value_span(text, lo, hi, k, v) for k, v in (parsed.get("arguments") or {}).items())
+        if stops:
+            spans.append((call.start(), call.start() + 1))
+    if stops:
+        answers = [m.start() for m in re.finditer(re.escape(FINAL_ANSWER), text)
+                   if any(a <= m.start() < b for a, b in assistant)]
+        if not answers:
+            raise ValueError(f"decision tokens: no assistant turn writes the final answer {FINAL_ANSWER!r}")
+        spans.extend((a, a + 1) for a in answers)
     return [bool(m) and any(a < e and s < b for s, e in spans) for (a, b), m in zip(offsets, mask, strict=True)]
 
 
@@ -98,8 +108,9 @@ def encode_trace(
 
 
 def encode_messages(tokenizer, messages: list[dict], tools: list, chat_template: str | None, template_kwargs: dict,
-                    decisions: bool = False):
-    """(input_ids, labels[, decision_tokens]) of a rendered conversation, labels on the assistant tokens only."""
+                    decisions: bool = False, stops: bool = False):
+    """(input_ids, labels[, decision_tokens]) of a rendered conversation, labels on the assistant tokens only
+    (`stops`: the decision tokens include each call's and the final answer's first token)."""
     out = tokenizer.apply_chat_template(
         messages,
         tools=tools,
@@ -117,7 +128,7 @@ def encode_messages(tokenizer, messages: list[dict], tools: list, chat_template:
         return ids, labels
     text = tokenizer.apply_chat_template(messages, tools=tools, chat_template=chat_template, tokenize=False,
                                          **template_kwargs)
-    return ids, labels, decision_tokens(tokenizer, text, ids, mask)
+    return ids, labels, decision_tokens(tokenizer, text, ids, mask, stops)
 
 
 def trace_warm_start(
