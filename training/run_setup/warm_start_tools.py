@@ -5,7 +5,7 @@ final answer) is rendered with the chat template GRPO samples with (TRL's prefix
 when the tokenizer's own is not prefix-preserving) and the tools in the system prompt, and the loss is on the
 assistant tokens only (the template's generation mask). Cached like `training.run_setup.warm_start`. With
 `decisions=True` an encoded trace also marks its decision tokens (`decision_tokens`: the tokens that spell each tool
-call's name and argument values, and with `stops` the token that opens each call and the final answer, where the
+call's name and argument values, and with `stops` the token that opens each assistant turn's answer, where the
 model decides whether to call again), for a loss that weighs them apart from the format
 (`FineTuneSettings.decision_weight`).
 
@@ -54,10 +54,31 @@ def _value_span(text: str, start: int, end: int, key: str, value) -> tuple[int, 
     return (lo + 1, found.end() - 1) if isinstance(value, str) else (lo, found.end())
 
 
+def _turn_openings(text: str, offsets: list, mask: list[int]) -> list[int]:
+    """The character where each assistant turn's answer begins: its first character after any thinking block
+    (`</think>`) and whitespace, the first of a call's working, of its `<tool_call>` or of the final answer."""
+    turns, start = [], None
+    for (a, b), m in zip([*offsets, (len(text), len(text))], [*mask, 0], strict=True):
+        if m and start is None:
+            start = a
+        elif not m and start is not None:
+            turns.append((start, a))
+            start = None
+    openings = []
+    for lo, hi in turns:
+        think = text.rfind("</think>", lo, hi)
+        at = lo if think < 0 else think + len("</think>")
+        while at < hi and text[at].isspace():
+            at += 1
+        if at < hi:
+            openings.append(at)
+    return openings
+
+
 def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int], stops: bool = False) -> list[bool]:
     """Per token of `ids` (the tokenization of `text`): whether it is an assistant token that spells a tool call's
-    name or one of its argument values, or with `stops` the first token of a `<tool_call>` or of the final answer
-    (the choice between calling again and stopping)."""
+    name or one of its argument values, or with `stops` the first token of each assistant turn's answer (the choice
+    between calling again and stopping, `_turn_openings`)."""
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     if encoded["input_ids"] != list(ids):
         raise ValueError("decision tokens: the rendered text does not tokenize to the template's token ids")
@@ -71,14 +92,8 @@ def decision_tokens(tokenizer, text: str, ids: list[int], mask: list[int], stops
         parsed = json.loads(call.group(1))
         spans.append(_value_span(text, lo, hi, "name", parsed["name"]))
         spans.extend(_value_span(text, lo, hi, k, v) for k, v in (parsed.get("arguments") or {}).items())
-        if stops:
-            spans.append((call.start(), call.start() + 1))
     if stops:
-        answers = [m.start() for m in re.finditer(re.escape(FINAL_ANSWER), text)
-                   if any(a <= m.start() < b for a, b in assistant)]
-        if not answers:
-            raise ValueError(f"decision tokens: no assistant turn writes the final answer {FINAL_ANSWER!r}")
-        spans.extend((a, a + 1) for a in answers)
+        spans.extend((a, a + 1) for a in _turn_openings(text, offsets, mask))
     return [bool(m) and any(a < e and s < b for s, e in spans) for (a, b), m in zip(offsets, mask, strict=True)]
 
 
@@ -110,7 +125,7 @@ def encode_trace(
 def encode_messages(tokenizer, messages: list[dict], tools: list, chat_template: str | None, template_kwargs: dict,
                     decisions: bool = False, stops: bool = False):
     """(input_ids, labels[, decision_tokens]) of a rendered conversation, labels on the assistant tokens only
-    (`stops`: the decision tokens include each call's and the final answer's first token)."""
+    (`stops`: the decision tokens include each assistant turn's first token after its thinking)."""
     out = tokenizer.apply_chat_template(
         messages,
         tools=tools,
