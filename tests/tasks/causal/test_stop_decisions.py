@@ -1,7 +1,8 @@
 """A build's stop decisions (`starting_policy build --decisions calls_and_stops`): the decision tokens of each trace
-are the calls' names and option numbers plus, for every call, the `<tool_call>` that opens it and the final answer's
-first token, all assistant tokens; the default marks the calls alone and leaves the shipped build's traces as they
-were; an unknown kind is refused naming the flag."""
+are the calls' names and option numbers plus the first token of every assistant turn's answer (the `<tool_call>`
+that opens a call, a written working's first number, the final answer's first token), all assistant tokens; the
+default marks the calls alone and leaves the shipped build's traces as they were; an unknown kind is refused naming
+the flag."""
 
 from __future__ import annotations
 
@@ -40,6 +41,17 @@ def test_stops_add_each_calls_opening_and_the_final_answer(encoded):
         assert with_stops.count("<tool_call>") == made and with_stops[-1] == "Done"
         assert with_stops.count("Done") == 1
         assert calls[0] == stops[0] and calls[1] == stops[1]  # the same tokens and labels; only the weights differ
+
+
+def test_with_a_working_the_turn_opens_at_the_workings_first_number(encoded):
+    tokenizer, _, _ = encoded
+    kwargs = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False).template_kwargs
+    traces = play(load_rows(DATA_FILES[0])[:1], 1, rule="one_step", working="scores")
+    with_stops = marked(tokenizer, encode_traces(tokenizer, traces, kwargs, "calls_and_stops")[0])
+    workings = [m["content"] for m in traces[0] if m["role"] == "assistant" and m.get("tool_calls")]
+    openings = [t for t, after in zip(with_stops, with_stops[1:]) if after == "choose"]  # the token before a name
+    assert len(openings) == len(workings) and all(w.startswith(t) for t, w in zip(openings, workings))
+    assert "<tool_call>" not in with_stops and with_stops[-1] == "Done"
 
 
 def test_the_default_marks_the_calls_alone(encoded):
