@@ -116,10 +116,16 @@ class BuildSettings:
     decisions: str = "calls"  # the tokens `decision_weight` weighs (`DECISIONS`): "calls_and_stops" adds each turn's
     # choice between calling and stopping (the first token of a call or of the final answer); with "calls" the shipped
     # student stopped a quarter of CBO's episodes with a call left, where the same choice on the main job is sure
+    additive_share: float = 0.0  # of each row's episodes, the last ones play the additive surrogate
+    # (`additive_episodes`): the replies of a user's nonlinear file, which plays it, list 4 to 6 options where the exact
+    # surrogate's list 2, and a student of the exact surrogate's alone never saw them
 
     def __post_init__(self):
         if self.imitated not in IMITABLE_RULES:
             raise BadInputError(f"--imitated: one of {', '.join(IMITABLE_RULES)}, got {self.imitated!r}")
+        if not 0 <= self.additive_share < 1:
+            raise BadInputError(f"--additive_share: at least 0 and below 1 (episode 0 plays the exact surrogate), "
+                                f"got {self.additive_share}")
         if self.decisions not in DECISIONS:
             raise BadInputError(f"--decisions: one of {', '.join(DECISIONS)}, got {self.decisions!r}")
         if self.working not in WORKINGS:
@@ -161,12 +167,17 @@ def episode_row(row: dict, k: int, budget_spread: int = 0) -> dict:
     return {**row, **scm_row(scm, seed=row["seed"], budget=budget, initial_samples=row["initial_samples"])}
 
 
-def _play(job: tuple[dict, int, float, str, str, int]) -> list[dict]:
-    """The conversation of the teacher's episode k of a row (a worker's job)."""
-    row, k, other_share, rule, working, budget_spread = job
+def additive_episodes(episodes_per_row: int, share: float) -> int:
+    """How many of a row's episodes, the last ones, play the additive surrogate."""
+    return round(share * episodes_per_row)
+
+
+def _play(job: tuple[dict, int, float, str, str, int, str]) -> list[dict]:
+    """The conversation of the teacher's episode k of a row (a worker's job), with the surrogate named."""
+    row, k, other_share, rule, working, budget_spread, surrogate = job
     row = episode_row(row, k, budget_spread)
     policy = WritingPolicy(teacher(other_share, rule), working)
-    return trace_messages(row, run_policy(policy, row, k), policy.workings)
+    return trace_messages(row, run_policy(policy, row, k, surrogate), policy.workings)
 
 
 def trace_messages(row: dict, record, texts: list[str] | None = None) -> list[dict]:
@@ -178,11 +189,14 @@ def trace_messages(row: dict, record, texts: list[str] | None = None) -> list[di
 
 
 def play(rows: list[dict], episodes_per_row: int, show_progress: bool = False, other_share: float = 0.0,
-         rule: str = "teacher", working: str = "none", budget_spread: int = 0) -> list[list[dict]]:
+         rule: str = "teacher", working: str = "none", budget_spread: int = 0,
+         additive_share: float = 0.0) -> list[list[dict]]:
     """The teacher's episodes 0 .. episodes_per_row - 1 of every row (`teacher(other_share, rule)`, writing
-    `working` before each call, episodes after the first on budgets `budget_spread` apart), on every core, in
-    order."""
-    jobs = [(row, k, other_share, rule, working, budget_spread) for row in rows for k in range(episodes_per_row)]
+    `working` before each call, episodes after the first on budgets `budget_spread` apart, the last
+    `additive_episodes` of them with the additive surrogate), on every core, in order."""
+    additive = episodes_per_row - additive_episodes(episodes_per_row, additive_share)
+    jobs = [(row, k, other_share, rule, working, budget_spread, "additive" if k >= additive else "exact")
+            for row in rows for k in range(episodes_per_row)]
     with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
         return list(tqdm(pool.imap(_play, jobs, chunksize=8), total=len(jobs), desc="teacher episodes",
                          unit="episode", disable=not show_progress))
@@ -259,7 +273,7 @@ def build(settings: BuildSettings, out: Path, command: str, show_progress: bool 
     rows = load_rows(DATA_FILES[0])
     tokenizer = AutoTokenizer.from_pretrained(base)
     played = play(rows, settings.episodes_per_row, show_progress, settings.other_option_share, settings.imitated,
-                  settings.working, settings.budget_spread)
+                  settings.working, settings.budget_spread, settings.additive_share)
     traces = encode_traces(tokenizer, played, spec.template_kwargs, settings.decisions)
     losses: dict[int, float] = {}
     fine = FineTuneSettings(steps=settings.steps, lr=settings.lr, batch_size=settings.batch_size, seed=settings.seed,
@@ -329,7 +343,8 @@ def verify(path: Path) -> list[str]:
         rows = load_rows(DATA_FILES[0])[: -(-VERIFIED_TRACES // settings.episodes_per_row)]
         traces = play(rows, settings.episodes_per_row, other_share=settings.other_option_share,
                       rule=settings.imitated, working=settings.working,
-                      budget_spread=settings.budget_spread)[:VERIFIED_TRACES]
+                      budget_spread=settings.budget_spread,
+                      additive_share=settings.additive_share)[:VERIFIED_TRACES]
         encoded = encode_traces(AutoTokenizer.from_pretrained(path), traces, spec.template_kwargs, settings.decisions)
         if encoded_digest(encoded) != record["traces"]["first_digest"]:
             problems.append(f"the first {VERIFIED_TRACES} traces render differently from the build's (the "
