@@ -21,11 +21,12 @@ What a build does:
    it made the rule's choice in 0.995 of its calls), so every GRPO group's episodes were alike and the first step's
    loss was 0; this one samples the options. An imitation-ceiling build (`imitated` "one_step") may write a working
    into each call's turn before the call (`working` "scores": each option's one-step score, `written_working`),
-   learnt with the format tokens.
+   learnt with the format tokens. With `additive_share` the last episodes of each row play the additive surrogate,
+   whose replies list more options (a user's nonlinear file plays it).
 3. Full fine-tuning (`training.run_setup.warm_start.fine_tune`) with the decision tokens' mean weighed apart from the
    format tokens' (`decision_weight`): with one mean over all label tokens of a trace, the few that decide were
    drowned, and the model learnt the format and guessed the choice (its loss sat at the loss of a model that picks
-   at chance).
+   at chance). `decisions` "calls_and_stops" counts each turn's choice between calling and stopping among them.
 4. Acceptance (`acceptance`): greedy episodes on the first `acceptance_rows` held-out SCMs; the share of valid calls
    that make the teacher's choice (`CallTrace.follows_teacher`) must reach `acceptance_bar`, and so must the share of
    calls that are valid (a policy that miscopies a name makes a call the environment refuses). The same measure on
