@@ -23,12 +23,12 @@ at every token of it (`working_right`), which says whether the model computes th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
 import torch
 
+from benchmarks.episode_reading_cli import add_episode_arguments, report
 from training.evaluation.spec import spec_from_recipe
 from training.run_setup.prompt_datasets import load_rows
 from training.tasks.causal.episode_source import CAUSAL_RECIPE
@@ -129,13 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a causal policy's directory (a starting policy's build)")
-    parser.add_argument("--split", default="data/causal/heldout.jsonl")
-    parser.add_argument("--surrogate", default="exact")
-    parser.add_argument("--rows", type=int, default=64)
+    add_episode_arguments(parser, rows=64)
     parser.add_argument("--working", default="none", choices=WORKINGS,
                         help="the rule's working written before each call, as the build of that --working wrote it")
-    parser.add_argument("--out", help="also write the summary (JSON) here")
     args = parser.parse_args(argv)
     spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -145,10 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         messages, states = rule_episode(row, args.surrogate, args.working)
         read += read_states(model, tokenizer, encode_traces(tokenizer, [messages], spec.template_kwargs)[0], states)
     result = {"model": args.model, "split": args.split, "rows": args.rows, **summary(read)}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+    report(result, args.out)
     return 0
 
 

@@ -9,12 +9,12 @@ reads otherwise), the calls left when it stopped and the episode's length in tok
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 
 import numpy as np
 
+from benchmarks.episode_reading_cli import add_episode_arguments, report
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.spec import spec_from_recipe
 from training.evaluation.tool_loop import PlayedEpisode, play_episodes
@@ -45,11 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a causal policy's directory")
-    parser.add_argument("--split", default="data/causal/heldout.jsonl")
-    parser.add_argument("--surrogate", default="exact")
-    parser.add_argument("--rows", type=int, default=32)
-    parser.add_argument("--out", help="also write the summary and every episode's end (JSON) here")
+    add_episode_arguments(parser, rows=32, out_help="also write the summary and every episode's end (JSON) here")
     args = parser.parse_args(argv)
     settings = EpisodeSettings.from_spec(spec_from_recipe(str(CAUSAL_RECIPE), build_model=False))
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -58,10 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     played = play_episodes(model, tokenizer, rows, make_causal_env(args.surrogate), settings, reset=causal_reset)
     ends = [episode_end(ep, tokenizer) for ep in played]
     result = {"model": args.model, "split": args.split, **summary(ends, model.config.max_position_embeddings)}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({**result, "ends": ends}, f, indent=2)
+    report(result, args.out, {"ends": ends})
     return 0
 
 

@@ -11,13 +11,13 @@ does not fit is cut where it reaches the limit: its last calls are never made.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 
 import numpy as np
 
 from benchmarks.decision_margins import rule_episode
+from benchmarks.episode_reading_cli import add_episode_arguments, report
 from training.evaluation.episode_settings import EpisodeSettings
 from training.evaluation.spec import spec_from_recipe
 from training.evaluation.tool_loop import environment_tools, sampling_chat_template
@@ -58,11 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoConfig, AutoTokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", default="data/causal/heldout.jsonl")
-    parser.add_argument("--surrogate", default="exact")
-    parser.add_argument("--rows", type=int, default=64)
-    parser.add_argument("--model", default=str(STARTING_POLICY_DIR), help="whose tokenizer and context")
-    parser.add_argument("--out", help="also write the summary (JSON) here")
+    add_episode_arguments(parser, rows=64, model=str(STARTING_POLICY_DIR))
     args = parser.parse_args(argv)
     spec = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -71,10 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     context = AutoConfig.from_pretrained(args.model).max_position_embeddings
     completion = EpisodeSettings.from_spec(spec).max_completion_length
     result = {"split": args.split, "surrogate": args.surrogate, **summary(episodes, context, completion)}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+    report(result, args.out)
     return 0
 
 

@@ -13,7 +13,6 @@ Openings past the model's context are not read (counted in `beyond_context`).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from benchmarks.decision_margins import rule_episode
+from benchmarks.episode_reading_cli import add_episode_arguments, report
 from training.evaluation.spec import spec_from_recipe
 from training.run_setup.prompt_datasets import load_rows
 from training.run_setup.warm_start_tools import FINAL_ANSWER
@@ -55,11 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a causal policy's directory")
-    parser.add_argument("--split", default="data/causal/heldout.jsonl")
-    parser.add_argument("--surrogate", default="exact")
-    parser.add_argument("--rows", type=int, default=64)
-    parser.add_argument("--out", help="also write the summary (JSON) here")
+    add_episode_arguments(parser, rows=64)
     args = parser.parse_args(argv)
     kwargs = spec_from_recipe(str(CAUSAL_RECIPE), build_model=False).template_kwargs
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -72,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         reads, beyond = reads + read, beyond + past
     result = {"model": args.model, "split": args.split, "rows": args.rows, "beyond_context": beyond,
               "by_calls_left": summary(reads)}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+    report(result, args.out)
     return 0
 
 
