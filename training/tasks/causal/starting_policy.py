@@ -115,11 +115,11 @@ class BuildSettings:
     # says how many calls are left; this takes the conversation's length away as a cue (the ledger's §3.8: it did
     # not help)
     decisions: str = "calls"  # the tokens `decision_weight` weighs (`DECISIONS`): "calls_and_stops" adds each turn's
-    # choice between calling and stopping (the first token of a call or of the final answer); with "calls" the shipped
-    # student stopped a quarter of CBO's episodes with a call left, where the same choice on the main job is sure
+    # choice between calling and stopping (the first token of each turn's answer); with "calls" the shipped student
+    # stopped at one call left in a quarter of CBO's episodes, where on the main job it never does
     additive_share: float = 0.0  # of each row's episodes, the last ones play the additive surrogate
-    # (`additive_episodes`): the replies of a user's nonlinear file, which plays it, list 4 to 6 options where the exact
-    # surrogate's list 2, and a student of the exact surrogate's alone never saw them
+    # (`additive_episodes`): the replies of a user's nonlinear file, which plays it, list 4 to 7 options a reply where
+    # the exact surrogate's list 2, and a student of the exact surrogate's alone never saw them
 
     def __post_init__(self):
         if self.imitated not in IMITABLE_RULES:
