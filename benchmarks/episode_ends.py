@@ -1,7 +1,8 @@
 """How a policy's sampled episodes end: each episode played as the evaluation plays it (the recipe's sampling, turn
 and completion limits, `training.evaluation.tool_loop.play_episodes`), and for the episodes that end before their
 budget the text of the last turn, counted (`Done.`: the model chose to stop; a turn cut at its limit or with no call
-reads otherwise), the calls left when it stopped and the episode's length in tokens against the model's context.
+reads otherwise), the calls left when it stopped, whether a call of it was refused (a refused call takes a call's
+place) and the episode's length in tokens against the model's context.
 
     python -m benchmarks.episode_ends --model DIR --split S/cbo_rows/heldout.jsonl --surrogate additive --rows 32
 """
@@ -27,6 +28,7 @@ from training.tasks.causal.policy_episodes import causal_reset
 def episode_end(ep: PlayedEpisode, tokenizer) -> dict:
     trace = ep.env.trace
     return {"row": ep.row, "calls": trace.used, "budget": trace.budget,
+            "refused": sum(trace.invalid.values()) + sum(ep.malformed.values()),
             "tokens": len(ep.prompt_ids) + len(ep.completion_ids),
             "last_turn": tokenizer.decode(ep.turn_ids(ep.turns - 1), skip_special_tokens=True).strip()}
 
@@ -37,6 +39,7 @@ def summary(ends: list[dict], context: int) -> dict:
             "calls_left_when_short": dict(sorted(Counter(e["budget"] - e["calls"] for e in short).items())),
             "last_turn_when_short": dict(Counter(e["last_turn"] if e["last_turn"] == "Done." else "other"
                                                  for e in short)),
+            "short_with_a_refused_call": sum(e["refused"] > 0 for e in short),
             "tokens_p50_p90_max": [float(np.percentile([e["tokens"] for e in ends], q)) for q in (50, 90, 100)],
             "context": context, "short_within_16_tokens_of_context": sum(e["tokens"] >= context - 16 for e in short)}
 
