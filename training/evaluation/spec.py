@@ -17,6 +17,7 @@ import yaml
 from training.outputs import run_files
 from training.errors import BadInputError
 from training.evaluation.episode_settings import sampling_of
+from training.run_setup.model_context import config_overrides
 
 ADAPTER_FILES = ("adapter_config.json",)
 
@@ -51,6 +52,7 @@ class EvalSpec:
     max_turn_tokens: int | None = None  # None: the default a run gets (training/features/turn_limits.py)
     end_turn_at_call: bool = True
     dtype: str | None = None
+    config_overrides: dict = field(default_factory=dict)  # the run's context (training/run_setup/model_context.py)
     greedy: bool = False              # one greedy episode per row instead of samples_per_prompt sampled ones
     extra: dict = field(default_factory=dict)
 
@@ -83,6 +85,7 @@ def _spec_from_args(source: str, script: dict, train: dict, model: dict, model_p
         max_tool_calling_iterations=train.get("max_tool_calling_iterations"),
         **_turn_settings(train),
         dtype=model.get("dtype"),
+        config_overrides=config_overrides(train.get("model_init_kwargs")),
     )
 
 
@@ -168,7 +171,7 @@ def load_policy(spec: EvalSpec):
     kwargs = {}
     if spec.dtype and spec.dtype != "auto":
         kwargs["dtype"] = getattr(torch, spec.dtype)
-    model = AutoModelForCausalLM.from_pretrained(spec.model_path, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(spec.model_path, **kwargs, **spec.config_overrides)
     tokenizer_dir = spec.model_path
     if spec.adapter is not None:
         from peft import PeftModel

@@ -28,6 +28,7 @@ from training.run_setup.config import StrictGRPOConfig, StrictScriptArguments
 from training.errors import BadInputError
 from training.run_setup.environment_settings import configured_environment
 from training.run_setup.input_checks import import_object
+from training.run_setup.model_context import check_vllm_context, config_overrides
 from training.run_setup.prompt_datasets import check_prompt_lengths
 from training.run_setup.reward_names import reward_object
 from training.run_setup.warm_start import supervised_warm_start
@@ -270,14 +271,17 @@ def import_reward(entry: str):
 
 def check_context(script_args, training_args, model_path: str, rows_by_source: dict[str, list[dict]]) -> None:
     """Every prompt, with `max_completion_length` completion tokens, fits the model's context
-    (`max_position_embeddings`, or `vllm_max_model_length` when smaller); names the file and row otherwise."""
+    (`max_position_embeddings`, as `model_init_kwargs` sets it, or `vllm_max_model_length` when smaller); names the
+    file and row otherwise."""
+    overrides = config_overrides(training_args.model_init_kwargs)
     try:
         config = AutoConfig.from_pretrained(model_path)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
     except OSError as err:  # a hub id with no hub in reach: from_pretrained will say so when it loads the model
         logger.warning("Prompt lengths not checked: cannot load %s's config or tokenizer (%s)", model_path, err)
         return
-    context = getattr(config, "max_position_embeddings", None)
+    check_vllm_context(overrides, getattr(config, "max_position_embeddings", None), training_args.use_vllm)
+    context = overrides.get("max_position_embeddings", getattr(config, "max_position_embeddings", None))
     if context is None:
         return
     if training_args.vllm_max_model_length:

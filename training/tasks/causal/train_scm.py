@@ -16,12 +16,15 @@ it as `environment_factory: training.tasks.causal.env.CausalEnv` with `environme
 `--max_parents` sets the surrogate's in-degree bound in the rows. `--train_file` and `--heldout_file` are
 refused (the rows come from the SCM). `--episodes` and `--heldout_episodes` were renamed `--train_rows` and
 `--heldout_rows` (`--episodes_per_row` counts episodes per row in the evaluation commands). GRPO's wall-time guard is
-`SCM_WALL_TIME_S` unless `--max_wall_time_s` is given (the recipe's is the main job's).
+`SCM_WALL_TIME_S` unless `--max_wall_time_s` is given (the recipe's is the main job's). Unless
+`--max_completion_length` is given, the completion limit and the model's context grow to hold the teacher's episodes
+on the file (`fit_limits`).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +43,8 @@ from training.tasks.causal.episode_source import (
     scm_files,
     scms_surrogate,
 )
+
+logger = logging.getLogger(__name__)
 
 ROWS_DIR = "scm_rows"
 # GRPO's wall-time guard when the command line sets none: a user's SCM gets its 48 steps (the recipe's 480 s is the
@@ -101,6 +106,42 @@ def scm_run_rows(source: EpisodeSource, own_environment: bool) -> tuple[dict[str
     return rows, surrogate
 
 
+def fit_limits(recipe, train_rows: list[dict], environment, scm: str) -> None:
+    """Unless the command line sets `--max_completion_length`, the recipe's completion limit (and the model's
+    context, by `model_init_kwargs.max_position_embeddings`, unless that is set) grow to hold the teacher's episodes
+    on the file (`trace_lengths.fitted_limits`), so that no episode is cut before its budget is spent: the recipe's
+    720 tokens were sized on the bundled SCMs, whose replies list fewer options than a nonlinear file's."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from training.run_setup.model_context import config_overrides
+    from training.run_setup.models import resolve_model_path
+    from training.run_setup.trace_lengths import SIZED_ROWS, fitted_limits, reference_lengths
+
+    args = recipe.training_args
+    if "max_completion_length" in recipe.given or environment is None:
+        return
+    model_path = resolve_model_path(recipe.model_args.model_name_or_path, seed=recipe.script_args.model_seed)
+    overrides = config_overrides(args.model_init_kwargs)
+    context = overrides.get("max_position_embeddings") or AutoConfig.from_pretrained(model_path).max_position_embeddings
+    lengths = reference_lengths(AutoTokenizer.from_pretrained(model_path), train_rows[:SIZED_ROWS], environment,
+                                dict(args.chat_template_kwargs or {}))
+    fit = fitted_limits(lengths, args.max_completion_length, context)
+    if not fit.grew(args.max_completion_length, context):
+        return
+    if fit.context > context and (overrides or args.use_vllm):
+        raise BadInputError(
+            f"{scm}: the teacher's episodes reach {fit.longest_completion} completion tokens; with room to spare they "
+            f"need a context of {fit.context}, above the model's {context}"
+            + (" (model_init_kwargs sets it)" if overrides else ", which vLLM samples under (its config.json's)")
+            + "; give --max_completion_length to cut them, or a longer context")
+    logger.info("%s: the teacher's episodes reach %d completion tokens: max_completion_length %d -> %d, the model's "
+                "context %d -> %d (--max_completion_length to set it yourself)", scm, fit.longest_completion,
+                args.max_completion_length, fit.max_completion_length, context, fit.context)
+    args.max_completion_length = fit.max_completion_length
+    if fit.context > context:
+        args.model_init_kwargs = {**(args.model_init_kwargs or {}), "max_position_embeddings": fit.context}
+
+
 def scm_recipe(argv: list[str]):
     """The `Recipe` of a `train_scm` command line: the recipe and flags for `training.train`, the rows (kept under
     OUTPUT_DIR/scm_rows/, which `train_file` and `heldout_file` name) and the environment."""
@@ -112,11 +153,13 @@ def scm_recipe(argv: list[str]):
     check_given(recipe.given, source)
     own_environment = not recipe.given & ENVIRONMENT_FIELDS
     rows, surrogate = scm_run_rows(source, own_environment)
+    environment = make_causal_env(surrogate) if own_environment else None
+    fit_limits(recipe, rows["train"], environment, ", ".join(source.scm))
     out = Path(recipe.training_args.output_dir).expanduser().resolve() / ROWS_DIR
     write_split_files(out, rows)
     files = {"train_file": str(out / "train.jsonl"), "heldout_file": str(out / "heldout.jsonl")}
     return replace(recipe, script_args=replace(recipe.script_args, **files), rows=rows,
-                   environment=make_causal_env(surrogate) if own_environment else None)
+                   environment=environment)
 
 
 def main(argv: list[str] | None = None) -> dict:

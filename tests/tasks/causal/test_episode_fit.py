@@ -1,0 +1,46 @@
+"""train_scm's completion limit and context fit the file's teacher episodes (`trace_lengths.fitted_limits`): the
+recipe's 720 tokens cut most episodes of a nonlinear file, whose replies list more options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from training.errors import BadInputError
+from training.run_setup.trace_lengths import COMPLETION_MARGIN, TraceLength, fitted_limits, reference_lengths
+from training.tasks.causal import train_scm
+from training.tasks.causal.env import make_causal_env
+from training.tasks.causal.starting_policy import STARTING_POLICY_DIR
+
+SEMPLER6 = Path(__file__).resolve().parents[3] / "examples" / "scms" / "sempler6_nonlinear.yaml"
+
+
+def test_the_limits_grow_to_hold_every_episode_with_its_margin_and_never_shrink():
+    assert fitted_limits([TraceLength(300, 400)], 720, 1024) == fitted_limits([TraceLength(300, 400)], 720, 1024)
+    assert fitted_limits([TraceLength(300, 400)], 720, 1024).grew(720, 1024) is False
+    fit = fitted_limits([TraceLength(500, 400), TraceLength(300, 1000)], 720, 1024)
+    assert fit.max_completion_length == 1280  # 1250, in steps of 64
+    assert fit.context == 1792  # 300 + 1250 (the longest prompt's own episode fits), in steps of 256
+    assert fit.longest_completion == 1000 and fit.grew(720, 1024)
+    with pytest.raises(ValueError, match="no reference episodes"):
+        fitted_limits([], 720, 1024)
+
+
+def test_train_scm_on_a_nonlinear_file_fits_its_teacher_episodes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    flags = ["--scm", str(SEMPLER6), "--train_rows", "4", "--heldout_rows", "1"]
+    recipe = train_scm.scm_recipe([*flags, "--output_dir", "run"])
+    args = recipe.training_args
+    context = args.model_init_kwargs["max_position_embeddings"]
+    tokenizer = AutoTokenizer.from_pretrained(STARTING_POLICY_DIR)
+    lengths = reference_lengths(tokenizer, recipe.rows["train"], make_causal_env("additive"),
+                                dict(args.chat_template_kwargs))
+    assert max(x.completion for x in lengths) * COMPLETION_MARGIN > 720  # the recipe's limit leaves them no margin
+    assert all(COMPLETION_MARGIN * x.completion <= args.max_completion_length for x in lengths)
+    assert all(x.prompt + COMPLETION_MARGIN * x.completion <= context for x in lengths) and context > 1024
+    given = train_scm.scm_recipe([*flags, "--output_dir", "run2", "--max_completion_length", "720"]).training_args
+    assert given.max_completion_length == 720 and "max_position_embeddings" not in (given.model_init_kwargs or {})
+    with pytest.raises(BadInputError, match="sempler6_nonlinear.yaml: the teacher's episodes reach .* vLLM"):
+        train_scm.scm_recipe([*flags, "--output_dir", "run3", "--use_vllm", "true"])
