@@ -63,6 +63,8 @@ from training.step.reward_retry import with_retries
 from training.trainer import StrictGRPOTrainer
 
 logger = logging.getLogger("training.train")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 def resolve_resume(args: StrictGRPOConfig) -> str | bool | None:
     """`--resume_from_checkpoint true` means the newest complete checkpoint in output_dir (`prepare_resume`); a
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
 def train(recipe: Recipe) -> dict:
     """One GRPO run of `recipe`, checked (`prepare`), then trained, evaluated and reported (`train_and_report`)
     under the output directory's lock; returns the run summary."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     started = time.monotonic()
     run = prepare(recipe)
     # One writer at a time, from choosing the checkpoint to the last file written (training/outputs/run_lock.py).

@@ -49,3 +49,12 @@ def test_a_context_that_is_not_a_number_of_tokens_is_refused_by_name(value):
     with pytest.raises(ContextError, match="model_init_kwargs.max_position_embeddings: a positive number"):
         config_overrides({"max_position_embeddings": value})
     assert config_overrides('{"dtype": "float32", "max_position_embeddings": 1536}') == {"max_position_embeddings": 1536}
+
+
+def test_a_tool_run_trains_under_the_longer_context_with_lora_and_a_reference(make_env_trainer):
+    """TRL loads the policy (and, with beta > 0, the reference: the adapter switched off) with `model_init_kwargs`,
+    and its tool loop drops replies past the policy config's context: both read 2048."""
+    trainer = make_env_trainer(model_init_kwargs={"max_position_embeddings": 2048}, beta=0.04, max_steps=1)
+    assert trainer.model.config.max_position_embeddings == 2048
+    trainer.train()
+    assert trainer.state.global_step == 1

@@ -3,6 +3,7 @@ recipe's 720 tokens cut most episodes of a nonlinear file, whose replies list mo
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,13 @@ def test_the_limits_grow_to_hold_every_episode_with_its_margin_and_never_shrink(
         fitted_limits([], 720, 1024)
 
 
-def test_train_scm_on_a_nonlinear_file_fits_its_teacher_episodes(tmp_path, monkeypatch):
+def test_train_scm_on_a_nonlinear_file_fits_its_teacher_episodes(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     flags = ["--scm", str(SEMPLER6), "--train_rows", "4", "--heldout_rows", "1"]
-    recipe = train_scm.scm_recipe([*flags, "--output_dir", "run"])
+    with caplog.at_level(logging.INFO, logger=train_scm.__name__):
+        recipe = train_scm.scm_recipe([*flags, "--output_dir", "run"])
     args = recipe.training_args
+    assert f"max_completion_length 720 -> {args.max_completion_length}, the model's context 1024 -> " in caplog.text
     context = args.model_init_kwargs["max_position_embeddings"]
     tokenizer = AutoTokenizer.from_pretrained(STARTING_POLICY_DIR)
     lengths = reference_lengths(tokenizer, recipe.rows["train"], make_causal_env("additive"),

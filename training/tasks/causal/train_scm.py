@@ -163,8 +163,9 @@ def scm_recipe(argv: list[str]):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from training.train import train
+    from training.train import LOG_FORMAT, train
 
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)  # the limits fit_limits sets are logged before train's
     with bad_input_exits():
         recipe = scm_recipe(sys.argv[1:] if argv is None else argv)
         return train(recipe)
