@@ -3,6 +3,7 @@ recipe's 720 tokens cut most episodes of a nonlinear file, whose replies list mo
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from training.errors import BadInputError
+from training.outputs.run_record import RECORD_FILE
 from training.run_setup.trace_lengths import COMPLETION_MARGIN, TraceLength, fitted_limits, reference_lengths
 from training.tasks.causal import train_scm
 from training.tasks.causal.env import make_causal_env
@@ -47,3 +49,13 @@ def test_train_scm_on_a_nonlinear_file_fits_its_teacher_episodes(tmp_path, monke
     assert given.max_completion_length == 720 and "max_position_embeddings" not in (given.model_init_kwargs or {})
     with pytest.raises(BadInputError, match="sempler6_nonlinear.yaml: the teacher's episodes reach .* vLLM"):
         train_scm.scm_recipe([*flags, "--output_dir", "run3", "--use_vllm", "true"])
+
+
+def test_a_resumed_run_keeps_the_limits_it_started_with(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    started = {"max_completion_length": 1536, "model_init_kwargs": {"max_position_embeddings": 2048}}
+    (tmp_path / "run" / RECORD_FILE).write_text(json.dumps({"recipe": started}))
+    flags = ["--scm", str(SEMPLER6), "--train_rows", "1", "--heldout_rows", "1", "--output_dir", "run"]
+    args = train_scm.scm_recipe([*flags, "--resume_from_checkpoint", "true"]).training_args
+    assert (args.max_completion_length, args.model_init_kwargs) == (1536, {"max_position_embeddings": 2048})

@@ -110,15 +110,23 @@ def fit_limits(recipe, train_rows: list[dict], environment, scm: str) -> None:
     """Unless the command line sets `--max_completion_length`, the recipe's completion limit (and the model's
     context, by `model_init_kwargs.max_position_embeddings`, unless that is set) grow to hold the teacher's episodes
     on the file (`trace_lengths.fitted_limits`), so that no episode is cut before its budget is spent: the recipe's
-    720 tokens were sized on the bundled SCMs, whose replies list fewer options than a nonlinear file's."""
+    720 tokens were sized on the bundled SCMs, whose replies list fewer options than a nonlinear file's. A resume
+    keeps the limits its run recorded."""
     from transformers import AutoConfig, AutoTokenizer
 
     from training.run_setup.model_context import config_overrides
     from training.run_setup.models import resolve_model_path
+    from training.run_setup.run_recipe import recorded_recipe
     from training.run_setup.trace_lengths import SIZED_ROWS, fitted_limits, reference_lengths
 
     args = recipe.training_args
     if "max_completion_length" in recipe.given or environment is None:
+        return
+    recorded = recorded_recipe(args.output_dir) if args.resume_from_checkpoint else None
+    if recorded is not None:  # a resume trains on under the limits its run started with
+        args.max_completion_length = recorded.get("max_completion_length", args.max_completion_length)
+        if "model_init_kwargs" not in recipe.given:
+            args.model_init_kwargs = recorded.get("model_init_kwargs", args.model_init_kwargs)
         return
     model_path = resolve_model_path(recipe.model_args.model_name_or_path, seed=recipe.script_args.model_seed)
     overrides = config_overrides(args.model_init_kwargs)
