@@ -2,8 +2,7 @@
 and completion limits, `training.evaluation.tool_loop.play_episodes`), and for the episodes that end before their
 budget the text of the last turn, counted (`Done.`: the model chose to stop; a turn cut at its limit or with no call
 reads otherwise), the calls left when it stopped, whether a call of it was refused (a refused call takes a call's
-place) and the episode's length in tokens against the model's context. `--max_completion_length` plays under
-another completion limit than the recipe's.
+place) and the episode's length in tokens against the model's context.
 
     python -m benchmarks.episode_ends --model DIR --split S/cbo_rows/heldout.jsonl --surrogate additive --rows 32
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from dataclasses import replace
 
 import numpy as np
 
@@ -51,18 +49,14 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_episode_arguments(parser, rows=32, out_help="also write the summary and every episode's end (JSON) here")
-    parser.add_argument("--max_completion_length", type=int, help="the completion limit (default: the recipe's)")
     args = parser.parse_args(argv)
     settings = EpisodeSettings.from_spec(spec_from_recipe(str(CAUSAL_RECIPE), build_model=False))
-    if args.max_completion_length:
-        settings = replace(settings, max_completion_length=args.max_completion_length)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model).eval()
     rows = load_rows(args.split)[: args.rows]
     played = play_episodes(model, tokenizer, rows, make_causal_env(args.surrogate), settings, reset=causal_reset)
     ends = [episode_end(ep, tokenizer) for ep in played]
-    result = {"model": args.model, "split": args.split, "max_completion_length": settings.max_completion_length,
-              **summary(ends, model.config.max_position_embeddings)}
+    result = {"model": args.model, "split": args.split, **summary(ends, model.config.max_position_embeddings)}
     report(result, args.out, {"ends": ends})
     return 0
 
