@@ -12,7 +12,13 @@ from transformers import AutoTokenizer
 
 from training.errors import BadInputError
 from training.outputs.run_record import RECORD_FILE
-from training.run_setup.trace_lengths import COMPLETION_MARGIN, TraceLength, fitted_limits, reference_lengths
+from training.run_setup.trace_lengths import (
+    COMPLETION_MARGIN,
+    FittedLimits,
+    TraceLength,
+    fitted_limits,
+    reference_lengths,
+)
 from training.tasks.causal import train_scm
 from training.tasks.causal.env import make_causal_env
 from training.tasks.causal.starting_policy import STARTING_POLICY_DIR
@@ -21,8 +27,8 @@ SEMPLER6 = Path(__file__).resolve().parents[3] / "examples" / "scms" / "sempler6
 
 
 def test_the_limits_grow_to_hold_every_episode_with_its_margin_and_never_shrink():
-    assert fitted_limits([TraceLength(300, 400)], 720, 1024) == fitted_limits([TraceLength(300, 400)], 720, 1024)
-    assert fitted_limits([TraceLength(300, 400)], 720, 1024).grew(720, 1024) is False
+    held = fitted_limits([TraceLength(300, 400)], 720, 1024)  # 500 tokens of completion fit both limits
+    assert held == FittedLimits(720, 1024, 400) and held.grew(720, 1024) is False
     fit = fitted_limits([TraceLength(500, 400), TraceLength(300, 1000)], 720, 1024)
     assert fit.max_completion_length == 1280  # 1250, in steps of 64
     assert fit.context == 1792  # 300 + 1250 (the longest prompt's own episode fits), in steps of 256
