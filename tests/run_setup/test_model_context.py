@@ -53,8 +53,10 @@ def test_a_context_that_is_not_a_number_of_tokens_is_refused_by_name(value):
 
 def test_a_tool_run_trains_under_the_longer_context_with_lora_and_a_reference(make_env_trainer):
     """TRL loads the policy (and, with beta > 0, the reference: the adapter switched off) with `model_init_kwargs`,
-    and its tool loop drops replies past the policy config's context: both read 2048."""
-    trainer = make_env_trainer(model_init_kwargs={"max_position_embeddings": 2048}, beta=0.04, max_steps=1)
+    and its tool loop drops replies past the policy config's context: both read 2048; with dynamic sampling and two
+    iterations a step."""
+    trainer = make_env_trainer(model_init_kwargs={"max_position_embeddings": 2048}, beta=0.04, max_steps=1,
+                               num_iterations=2, dynamic_sampling=True)
     assert trainer.model.config.max_position_embeddings == 2048
     trainer.train()
     assert trainer.state.global_step == 1
