@@ -31,7 +31,7 @@ from pathlib import Path
 
 from training.errors import bad_input_exits
 from training.evaluation.episode_choice import EpisodeChoice
-from training.evaluation.episodes import summarize, write_episodes
+from training.evaluation.episodes import AT_LIMIT, summarize, write_episodes
 from training.evaluation.eval_inputs import inputs_from_spec, spec_environment
 from training.evaluation.spec import (
     EvalSpecError,
@@ -198,6 +198,12 @@ def evaluate(request: EvalRequest) -> dict:
         policy, evaluated = load_policy(spec), {"model_path": spec.model_path, "adapter": spec.adapter}
     logger.info("Evaluating %s on task %s (%s)", evaluated, task.name, inputs.split)
     episodes, counts = task.evaluate(inputs, policy)
+    if counts.get(AT_LIMIT):
+        logger.warning("%d of %d episodes ended at the completion limit (max_completion_length %d) or the model's "
+                       "context, before the model or the task ended them: their scores are those of cut episodes "
+                       "(--set max_completion_length=N, and --set model_init_kwargs='{\"max_position_embeddings\": "
+                       "N}' for a longer context; a run directory plays its run's own)", counts[AT_LIMIT],
+                       len(episodes), spec.max_new_tokens)
     meta = {"source": "training.evaluate", "task": task.name, **evaluated, "split": inputs.split,
             "counts": counts, "metric_directions": task.metric_directions, "spec": spec.as_json(),
             "wall_time_s": time.time() - started}

@@ -43,7 +43,8 @@ def test_the_tool_agent_is_scored_by_goal_success(tmp_path):
     episodes = read_episodes(tmp_path / "e")
     assert all(e.success is (e.score >= 1.0) for e in episodes)
     assert summary["success_rate"] == summarize(episodes).success_rate
-    assert set(summary["counts"]) == {"malformed_calls", "tool_errors"}
+    assert set(summary["counts"]) == {"malformed_calls", "tool_errors", "ended_at_limit"}
+    assert summary["counts"]["ended_at_limit"] == 6  # 24 tokens hold no finished episode of this model
     assert json.loads((tmp_path / "e" / "eval_summary.json").read_text())["spec"]["heldout_seed"] == 0
 
 

@@ -38,6 +38,11 @@ class EpisodeFileError(BadInputError):
     """An `eval.jsonl` we cannot read; the message names the file and the line."""
 
 
+# The count of a language model's episodes that ended at `max_completion_length` or the model's context
+# (training/evaluation/tool_loop.py, `PlayedEpisode.at_limit`): cut before the model or the task ended them.
+AT_LIMIT = "ended_at_limit"
+
+
 def episode_id(row: int, sample: int) -> str:
     return f"{row}:{sample}"
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from training.evaluation.episode_choice import EpisodeChoice
-from training.evaluation.episodes import SCORE, Episode, summarize
+from training.evaluation.episodes import AT_LIMIT, SCORE, Episode, summarize
 from training.evaluation.eval_inputs import EvalInputs
 from training.evaluation.spec import EvalSpec, EvalSpecError
 from training.registries import Registry
@@ -36,13 +36,17 @@ Played = tuple[list[Episode], dict]  # the episodes of one evaluate() call and i
 
 def reward_values(sampled: Played, greedy: Played) -> dict[str, float]:
     """`heldout/reward` and `heldout/greedy_reward` (each left out when no episode could be scored) and
-    `heldout/nan_count`, the sampled episodes that could not be scored."""
+    `heldout/nan_count`, the sampled episodes that could not be scored; where the task counts them,
+    `heldout/ended_at_limit`, the episodes (sampled and greedy) cut at the completion limit or the model's context."""
     values: dict[str, float] = {}
     for name, (episodes, _) in (("heldout/reward", sampled), ("heldout/greedy_reward", greedy)):
         mean = summarize(episodes).mean
         if mean is not None and math.isfinite(mean):
             values[name] = mean
     values["heldout/nan_count"] = float(summarize(sampled[0]).nan_count)
+    at_limit = [counts[AT_LIMIT] for _, counts in (sampled, greedy) if AT_LIMIT in counts]
+    if at_limit:
+        values[f"heldout/{AT_LIMIT}"] = float(sum(at_limit))
     return values
 
 
@@ -106,8 +110,8 @@ def _evaluate_environment(inputs: EvalInputs, policy) -> Played:
     model, tokenizer = policy
     episodes, counts = environment_episodes(model, tokenizer, inputs.rows, inputs.environment_factory,
                                             inputs.settings, progress=inputs.progress)
-    tool_errors = counts.pop(TOOL_ERROR, 0)
-    return episodes, {"malformed_calls": dict(counts), "tool_errors": tool_errors}
+    tool_errors, at_limit = counts.pop(TOOL_ERROR, 0), counts.pop(AT_LIMIT, 0)
+    return episodes, {"malformed_calls": dict(counts), "tool_errors": tool_errors, AT_LIMIT: at_limit}
 
 
 def _environment_values(sampled: Played, greedy: Played) -> dict[str, float]:

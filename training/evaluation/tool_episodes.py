@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from training.evaluation.episode_settings import EpisodeSettings
-from training.evaluation.episodes import Episode, finite_or_none, summarize
+from training.evaluation.episodes import AT_LIMIT, Episode, finite_or_none, summarize
 from training.evaluation.tool_loop import play_episodes
 
 # A tool that raised something other than a schema refusal (`ToolCallError`) is counted under this kind.
@@ -21,11 +21,12 @@ TOOL_ERROR = "tool_error"
 def environment_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
                          success_threshold: float = 1.0, progress: str | None = None) -> tuple[list[Episode], Counter]:
     """One `Episode` per (row, sample) with the goal checker's reward as score (success: score >=
-    `success_threshold`), and the malformed-call and tool-error counts seen on the way; `progress`: the bar's label."""
+    `success_threshold`), and the malformed-call, tool-error and ended-at-limit counts seen on the way; `progress`: the bar's label."""
     episodes, counts = [], Counter()
     for played in play_episodes(model, tokenizer, rows, env_factory, settings, progress=progress):
         counts.update(played.malformed)
         counts[TOOL_ERROR] += played.tool_errors
+        counts[AT_LIMIT] += played.at_limit
         reward = played.env.get_reward()
         score = finite_or_none(reward)
         episodes.append(Episode(

@@ -53,7 +53,8 @@ class PlayedEpisode:
     """One finished episode: its id (row, sample), its sampling seed (None: greedy), its environment (read it for
     the reward, the record), the tool-layer refusals by kind, the tool exceptions, the completion's tokens, where each
     model turn starts in them, and the tools it called through (`episode_tools`: each call's turn and, where the
-    environment names its state, the state it was made in)."""
+    environment names its state, the state it was made in), and whether it ended at `max_completion_length` or the
+    model's context (`at_limit`)."""
 
     row: int
     sample: int
@@ -67,6 +68,7 @@ class PlayedEpisode:
     table: dict = field(default_factory=dict)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)  # each model turn's tokens in `completion_ids`
     episode_tools: EpisodeTools | None = None
+    at_limit: bool = False  # ended because its completion or sequence reached a limit, not by the model or the loop
 
     @property
     def turns(self) -> int:
@@ -252,6 +254,7 @@ def take_turn(ep: PlayedEpisode, new: list[int], tokenizer, context: int, settin
     iteration = ep.turns
     ep.turn_spans.append((len(ep.completion_ids), len(ep.completion_ids) + len(new)))
     ep.completion_ids += new
+    ep.at_limit = len(ep.completion_ids) >= settings.max_completion_length
     message = parse_response(tokenizer, new, prefix=prefix, tools=ep.tools) if new else {}
     if not message.get("tool_calls") or iteration >= settings.max_iterations:
         return False
@@ -259,6 +262,7 @@ def take_turn(ep: PlayedEpisode, new: list[int], tokenizer, context: int, settin
     suffix = tool_suffix_ids(tokenizer, settings.chat_template, settings.template_kwargs, tool_messages)
     if len(ep.completion_ids) + len(suffix) > settings.max_completion_length or len(prefix) + len(new) + len(
             suffix) >= context:
+        ep.at_limit = True
         return False  # TRL drops the reply and ends the episode here; the calls have run
     ep.completion_ids += suffix
     return True

@@ -28,6 +28,22 @@ def test_the_causal_task_is_evaluated_reproducibly_and_paired(tmp_path, causal_m
     assert all(e.score == e.extra["reward"] for e in a)
 
 
+def test_episodes_cut_at_the_completion_limit_are_counted_and_warned_of(tmp_path, causal_model_dir, caplog):
+    """At 96 completion tokens every episode is cut before its budget is spent: each record says so, the summary
+    counts them and the command warns, naming the flag; at the recipe's 720 the bundled rows' episodes end whole."""
+    caplog.set_level("WARNING", logger="training.evaluate")
+    cut = evaluate([*RECIPE, "--out", str(tmp_path / "cut")])
+    episodes = read_episodes(tmp_path / "cut")
+    assert cut["counts"]["ended_at_limit"] == len(episodes) == 8
+    assert all(e.extra["ended_at_limit"] == 1.0 and e.extra["calls"] < e.extra["budget"] for e in episodes)
+    assert "8 of 8 episodes ended at the completion limit (max_completion_length 96)" in caplog.text
+    assert "--set max_completion_length=N" in caplog.text
+    caplog.clear()
+    whole = evaluate([*RECIPE[:4], "--max_rows", "2", "--episodes_per_row", "1", "--out", str(tmp_path / "whole")])
+    assert whole["counts"]["ended_at_limit"] == 0 and "ended at the completion limit" not in caplog.text
+    assert all(e.extra["calls"] == e.extra["budget"] for e in read_episodes(tmp_path / "whole"))
+
+
 def test_baselines_run_through_the_same_command_and_compare_per_metric(tmp_path):
     for name in ("random", "oracle"):
         evaluate([*RECIPE, "--baseline", name, "--out", str(tmp_path / name)])

@@ -38,4 +38,5 @@ def test_a_causal_training_step_logs_every_causal_metric(causal_model_dir, tmp_p
     assert len(sampled) == len(greedy) == 2  # 2 rows: 1 sampled + 1 greedy episode each
     assert [e.extra["decoding"] for e in sampled + greedy] == ["sampled"] * 2 + ["greedy"] * 2
     assert held["heldout/regret"] == sum(e.metrics["regret"] for e in sampled) / 2
+    assert held["heldout/ended_at_limit"] == sum(e.extra["ended_at_limit"] for e in sampled + greedy)
     assert held["heldout/greedy_regret"] == sum(e.metrics["regret"] for e in greedy) / 2

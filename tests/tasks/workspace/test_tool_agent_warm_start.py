@@ -161,13 +161,13 @@ def test_tool_run_heldout_reports_sampled_greedy_and_malformed_calls(tmp_path, m
     def fake_episodes(model, tokenizer, rows, factory, settings, progress=None):
         calls.append({"rows": rows, "settings": settings})
         if settings.sampling is not None:
-            return [Episode(0, 0, 1, 0.0), Episode(1, 0, 2, 0.5)], Counter(bad_json=2, tool_error=1)
-        return [Episode(0, 0, None, 1.0), Episode(1, 0, None, 0.0)], Counter(unknown_tool=1)
+            return [Episode(0, 0, 1, 0.0), Episode(1, 0, 2, 0.5)], Counter(bad_json=2, tool_error=1, ended_at_limit=1)
+        return [Episode(0, 0, None, 1.0), Episode(1, 0, None, 0.0)], Counter(unknown_tool=1, ended_at_limit=1)
 
     monkeypatch.setattr(tool_episodes, "environment_episodes", fake_episodes)
     result = trainer.evaluate_heldout()  # the generic environment task, as `python -m training.evaluate` plays it
     assert result == {"heldout/reward": 0.25, "heldout/greedy_reward": 0.5, "heldout/nan_count": 0.0,
-                      "heldout/malformed_calls": 3.0, "heldout/tool_errors": 1.0}
+                      "heldout/malformed_calls": 3.0, "heldout/tool_errors": 1.0, "heldout/ended_at_limit": 2.0}
     sampled = next(c for c in calls if c["settings"].sampling)
     assert sampled["settings"].sampling["temperature"] == 0.9 and sampled["settings"].episodes_per_row == 3
     assert sampled["rows"] == trainer.heldout_rows

@@ -28,7 +28,7 @@ import math
 from dataclasses import replace
 
 from training.evaluation.episode_choice import EpisodeChoice
-from training.evaluation.episodes import SCORE, Episode
+from training.evaluation.episodes import AT_LIMIT, SCORE, Episode
 from training.evaluation.eval_inputs import EvalInputs, inputs_from_spec
 from training.evaluation.pairing_seeds import episode_seed
 from training.evaluation.spec import EvalSpecError
@@ -87,7 +87,8 @@ def as_episode(record: dict, heldout_seed: int, sampled: bool) -> Episode:
 
 def call_counts(records: list[dict]) -> dict[str, float]:
     return {"invalid_calls": sum(r["invalid_calls"] for r in records),
-            "malformed_calls": sum(r["malformed_calls"] for r in records)}
+            "malformed_calls": sum(r["malformed_calls"] for r in records),
+            AT_LIMIT: sum(r[AT_LIMIT] for r in records)}
 
 
 def stamp(records: list[dict], decoding: str, env_factory, split: str | None) -> None:

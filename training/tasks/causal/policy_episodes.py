@@ -42,8 +42,9 @@ SUMMARY_KEYS = ("regret", "parent_f1", "info_gain", "reward", *COMPONENTS, "inva
 
 
 def episode_measures(trace, row: dict, row_index: int, episode: int, policy: str, weights: dict | None = None,
-                     malformed: Counter | None = None) -> dict:
-    """The JSON-ready measures of a finished episode, from its trace (`EpisodeTrace`, `CausalEnv.trace`)."""
+                     malformed: Counter | None = None, at_limit: bool = False) -> dict:
+    """The JSON-ready measures of a finished episode, from its trace (`EpisodeTrace`, `CausalEnv.trace`); `at_limit`:
+    whether a language model's episode ended at the completion limit or the model's context."""
     components = episode_rewards(trace)
     calls = [{"tool": s.tool, **s.arguments, "valid": s.valid, "follows_teacher": s.follows_teacher,
               "follows_one_step": s.follows_one_step} for s in trace.steps]
@@ -56,7 +57,7 @@ def episode_measures(trace, row: dict, row_index: int, episode: int, policy: str
         "final_entropy": trace.final_entropy, "reward": weighted_reward(components, weights), **components,
         "invalid_calls": float(sum(trace.invalid.values())), "invalid": dict(trace.invalid),
         "malformed_calls": float(sum(malformed.values())), "malformed": dict(malformed),
-        "calls": float(trace.used), "call_log": calls,
+        "calls": float(trace.used), "call_log": calls, "ended_at_limit": float(at_limit),
         "teacher_agreement": trace.agreement("teacher"), "one_step_agreement": trace.agreement("one_step"),
         "parent_marginals": dict(trace.final_posterior.marginals),
         "goal": trace.scm.goal, "best_expected": trace.best_expected, "optimum": trace.optimum,
@@ -128,8 +129,8 @@ def lm_episodes(model, tokenizer, rows: list[dict], settings: EpisodeSettings, *
     (training/evaluation/tool_loop.py; see the module docstring); `progress`: the label of the bar of episodes
     done."""
     played = play_episodes(model, tokenizer, rows, env_factory, settings, reset=causal_reset, progress=progress)
-    return [episode_measures(ep.env.trace, rows[ep.row], ep.row, ep.sample, policy, weights, ep.malformed)
-            for ep in played]
+    return [episode_measures(ep.env.trace, rows[ep.row], ep.row, ep.sample, policy, weights, ep.malformed,
+                             ep.at_limit) for ep in played]
 
 
 def mean_metrics(records: list[dict]) -> dict[str, float]:
