@@ -40,7 +40,6 @@ from training.evaluation.tool_loop import Branch, continue_branches
 from training.features.step_credit import StepCredit
 from training.run_setup.models import resolve_model_path
 from training.run_setup.prompt_datasets import load_rows
-from training.tasks.causal.env import make_causal_env
 
 BRANCH_SEED_KEY = 0x5B2
 

@@ -16,7 +16,7 @@ import pytest
 from tests.support.vllm_server import CpuServer, fresh_env, free_port, server_gap
 from tests.test_feature_combinations import cell_settings, check_cell, training_logs
 from training.run_setup.flags import read_flags
-from training.run_setup.vllm_server_client import SamplerServerError, ServerMismatchError
+from training.run_setup.vllm_server_client import ServerMismatchError
 from training.tasks.causal.starting_policy import STARTING_POLICY_DIR
 
 pytestmark = pytest.mark.vllm

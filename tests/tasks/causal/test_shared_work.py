@@ -4,7 +4,6 @@ and realised gains, posteriors) is the one it computes alone, whichever episodes
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from tests.tasks.causal.helpers import chain5
