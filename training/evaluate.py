@@ -2,7 +2,7 @@
 task's scripted baselines.
 
     python -m training.evaluate RUN_DIR --out DIR                       # a run's final adapter, its own settings
-    python -m training.evaluate RUN_DIR --adapter RUN_DIR/checkpoint-20 --out DIR
+    python -m training.evaluate RUN_DIR --adapter RUN_DIR/checkpoint-20 --out DIR   # also a run that did not finish
     python -m training.evaluate --recipe recipes/tiny_cpu.yaml --out DIR  # the recipe's base (warm start) model
     python -m training.evaluate --recipe R --model PATH [--adapter DIR] --out DIR   # PATH: a model, or a LoRA run
     python -m training.evaluate --recipe recipes/causal_cpu.yaml --baseline greedy_eig --out DIR
@@ -12,8 +12,9 @@ Writes `DIR/eval.jsonl` (one episode per line: episode id = (row, sample), its s
 success) and `DIR/eval_summary.json` (n, mean, std, t-based 95% CI, success rate, unscorable count, and what was
 evaluated how). Episodes are paired: under the same `--heldout_seed` (default: the run's `heldout_seed`, 0 unless
 set; a run recorded before that default, its `seed`) every model sees the same prompts and the same random numbers,
-so `python -m training.compare` can match them. The task comes from the recipe (training/evaluation/eval_tasks.py)
-or `--task`; it plays the episodes exactly as the held-out evaluation during training does, and may declare flags of
+so `python -m training.compare` can match them. A run that did not finish (a health stop) has no final adapter and
+no run_summary.json: it is read from its run_record.json, at the checkpoint `--adapter` names. The task comes from
+the recipe (training/evaluation/eval_tasks.py) or `--task`; it plays the episodes exactly as the held-out evaluation during training does, and may declare flags of
 its own (listed under its name in `--help`). Which episodes (`--heldout_seed`, `--episodes_per_row`, `--max_rows`;
 training/evaluation/episode_choice.py) are the same flags in every evaluation command; `--samples-per-prompt`,
 `--max-rows` and `--build-only` were renamed `--episodes_per_row`, `--max_rows` and `--build_only` (the old spellings
@@ -139,7 +140,7 @@ def build_spec(request: EvalRequest):
     if request.recipe is not None and request.run_dir is None:
         spec = spec_from_recipe(request.recipe, argv, build_model=build_model or request.build_only)
     elif request.recipe is None:  # the run's own model; --set changes how it is evaluated
-        spec = spec_from_run(request.run_dir, sets)
+        spec = spec_from_run(request.run_dir, sets, request.adapter)
     else:
         spec = replace(spec_from_recipe(request.recipe, argv), adapter=str(request.run_dir), source=str(request.run_dir))
     if request.model is not None:

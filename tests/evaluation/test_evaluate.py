@@ -2,8 +2,10 @@
 the tool agent are scored on the same paired episodes; bad input is named."""
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,21 @@ def test_a_run_reevaluated_reproduces_its_training_episodes(launched_cpu_run, tm
     assert greedy["n"] == 4 and all(e.seed is None for e in read_episodes(tmp_path / "greedy"))
     with pytest.raises(EvalSpecError, match="already holds an eval.jsonl"):
         main([str(run), "--out", str(tmp_path / "again")])
+
+
+def test_a_run_that_did_not_finish_is_evaluated_at_a_checkpoint_from_its_record(launched_cpu_run, tmp_path):
+    """What a stopped run leaves (its record and checkpoints, no summary, no final adapter): evaluating it names its
+    checkpoints; its last checkpoint, the final adapter's weights, gives the finished run's own episodes."""
+    run = launched_cpu_run["out"]
+    stopped = tmp_path / "stopped"
+    final = {"run_summary.json", "adapter_model.safetensors", "adapter_config.json", "eval.jsonl"}
+    shutil.copytree(run, stopped, ignore=lambda d, names: [n for n in names if Path(d) == run and n in final])
+    with pytest.raises(EvalSpecError, match=r"did not finish .* --adapter .*checkpoint-N \(its checkpoints: "
+                                            r"checkpoint-1, checkpoint-2\)"):
+        main([str(stopped), "--out", str(tmp_path / "refused")])
+    summary = main([str(stopped), "--adapter", str(stopped / "checkpoint-2"), "--out", str(tmp_path / "at2")])
+    assert summary["adapter"] == str(stopped / "checkpoint-2")
+    assert [e.as_json() for e in read_episodes(tmp_path / "at2")] == [e.as_json() for e in read_episodes(run)]
 
 
 def test_the_tool_agent_is_scored_by_goal_success(tmp_path):

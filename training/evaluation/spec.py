@@ -97,14 +97,15 @@ def _turn_settings(train: dict) -> dict:
     return {"max_turn_tokens": train.get("max_turn_tokens"), "end_turn_at_call": bool(train["end_turn_at_call"])}
 
 
-def spec_from_run(run_dir: str | Path, overrides: dict[str, str] | None = None) -> EvalSpec:
+def spec_from_run(run_dir: str | Path, overrides: dict[str, str] | None = None, adapter: str | None = None) -> EvalSpec:
     """The spec of a finished run: its recipe's data, rewards and held-out settings, its base model and its final
     adapter (the run directory itself). `overrides` (recipe key -> YAML value) change the evaluation's settings, e.g.
-    `environment_factory`; the model stays the run's own (its warm-started base and its adapter)."""
+    `environment_factory`; the model stays the run's own (its warm-started base and its adapter). A run that did not
+    finish (a health stop, a crash) is read from its `run_record.json` (`spec_from_unfinished_run`)."""
     run_dir = Path(run_dir)
     summary_path = run_dir / run_files.RUN_SUMMARY
     if not summary_path.exists():
-        raise EvalSpecError(f"{run_dir}: no run_summary.json (not a finished run; pass --recipe and --adapter)")
+        return spec_from_unfinished_run(run_dir, overrides, adapter)
     summary = json.loads(summary_path.read_text())
     for key in ("script_args", "training_args", "model_args", "resolved_model_path"):
         if key not in summary:
@@ -125,6 +126,38 @@ def spec_from_run(run_dir: str | Path, overrides: dict[str, str] | None = None) 
     spec = _spec_from_args(str(run_dir), *args, model_path)
     adapter = run_dir if (run_dir / "adapter_config.json").exists() else None
     return replace(spec, adapter=None if adapter is None else str(adapter))
+
+
+def spec_from_unfinished_run(run_dir: Path, overrides: dict[str, str] | None, adapter: str | None) -> EvalSpec:
+    """The spec of a run that stopped before its end: the recipe its last attempt recorded (`run_record.json`) and
+    the base model its checkpoints name; it has no final adapter, so one of its checkpoints is asked for
+    (`adapter`, or 'none' for the base alone)."""
+    from training.outputs.checkpoints import list_checkpoints
+    from training.outputs.run_record import RECORD_FILE
+    from training.run_setup.run_recipe import recorded_recipe
+
+    recipe = recorded_recipe(run_dir)
+    if recipe is None:
+        raise EvalSpecError(f"{run_dir}: no run_summary.json and no recorded recipe (not a run directory; pass "
+                            "--recipe and --adapter)")
+    attempts = json.loads((run_dir / RECORD_FILE).read_text()).get("attempts") or [{}]
+    checkpoints = list_checkpoints(run_dir)
+    if adapter is None or not checkpoints:
+        last = attempts[-1]
+        ended = str(last.get("ended"))
+        raise EvalSpecError(
+            f"{run_dir}: the run did not finish (its last attempt ended at step {last.get('last_step')}: "
+            f"{ended if len(ended) <= 120 else ended[:120] + '...'}), so it has no final adapter; evaluate a checkpoint "
+            f"with --adapter {run_dir}/checkpoint-N (its checkpoints: {', '.join(p.name for p in checkpoints) or 'none'})")
+    for key, value in (overrides or {}).items():
+        if key not in recipe:
+            raise EvalSpecError(f"--set {key}: not a setting of the run in {run_dir / RECORD_FILE}")
+        recipe[key] = yaml.safe_load(value)
+    config = Path(adapter if adapter != "none" else checkpoints[-1]) / "adapter_config.json"
+    if not config.exists():
+        raise EvalSpecError(f"--adapter {adapter}: no adapter_config.json (a checkpoint of {run_dir}, or 'none')")
+    model_path = json.loads(config.read_text())["base_model_name_or_path"]
+    return _spec_from_args(str(run_dir), recipe, recipe, recipe, model_path)
 
 
 def _looks_like_hub_id(path: str) -> bool:
