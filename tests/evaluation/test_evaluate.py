@@ -71,7 +71,8 @@ def test_bad_input_is_named_in_one_line(tmp_path):
                            str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"error: {tmp_path / 'not_a_run'}: no run_summary.json (not a finished run; pass --recipe and --adapter)")
+        f"error: {tmp_path / 'not_a_run'}: no run_summary.json and no recorded recipe (not a run directory; pass "
+        "--recipe and --adapter)")
     with pytest.raises(EvalSpecError, match="--task 'chess' is not a known task"):
         main(["--recipe", "recipes/tiny_cpu.yaml", "--task", "chess", "--out", str(tmp_path / "o")])
     with pytest.raises(EvalSpecError, match="expected KEY=VALUE"):
