@@ -145,10 +145,11 @@ def spec_from_unfinished_run(run_dir: Path, overrides: dict[str, str] | None, ad
     if adapter is None or not checkpoints:
         last = attempts[-1]
         ended = str(last.get("ended"))
+        names = ", ".join(p.name for p in checkpoints) or "none"
         raise EvalSpecError(
             f"{run_dir}: the run did not finish (its last attempt ended at step {last.get('last_step')}: "
-            f"{ended if len(ended) <= 120 else ended[:120] + '...'}), so it has no final adapter; evaluate a checkpoint "
-            f"with --adapter {run_dir}/checkpoint-N (its checkpoints: {', '.join(p.name for p in checkpoints) or 'none'})")
+            f"{ended if len(ended) <= 120 else ended[:120] + '...'}), so it has no final adapter; evaluate a "
+            f"checkpoint with --adapter {run_dir}/checkpoint-N (its checkpoints: {names})")
     for key, value in (overrides or {}).items():
         if key not in recipe:
             raise EvalSpecError(f"--set {key}: not a setting of the run in {run_dir / RECORD_FILE}")

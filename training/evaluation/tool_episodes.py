@@ -21,7 +21,8 @@ TOOL_ERROR = "tool_error"
 def environment_episodes(model, tokenizer, rows: list[dict], env_factory, settings: EpisodeSettings,
                          success_threshold: float = 1.0, progress: str | None = None) -> tuple[list[Episode], Counter]:
     """One `Episode` per (row, sample) with the goal checker's reward as score (success: score >=
-    `success_threshold`), and the malformed-call, tool-error and ended-at-limit counts seen on the way; `progress`: the bar's label."""
+    `success_threshold`), and the malformed-call, tool-error and ended-at-limit counts seen on the way; `progress`:
+    the bar's label."""
     episodes, counts = [], Counter()
     for played in play_episodes(model, tokenizer, rows, env_factory, settings, progress=progress):
         counts.update(played.malformed)

@@ -6,9 +6,10 @@ rows, reward functions, weights, environment and sampling) plays the episodes an
 each episode from its own seed under `heldout_seed`, so that evaluations before and after, and of different runs, are
 paired): the policy's expected reward, what GRPO optimises. `heldout/greedy_reward` is logged beside it; tool runs add
 `heldout/malformed_calls`, `heldout/tool_errors` (tools that raised; the model read the error, as in training) and
-`heldout/ended_at_limit` (episodes cut at `max_completion_length` or the model's context), the causal task its regret, parent F1 and information gain. `heldout/nan_count` counts the sampled episodes that
-could not be scored (a reward of None or NaN): they are left out of `heldout/reward`, which is not logged at all when
-no episode could be scored.
+`heldout/ended_at_limit` (episodes cut at `max_completion_length` or the model's context), the causal task its
+regret, parent F1 and information gain. `heldout/nan_count` counts the sampled episodes that could not be scored (a
+reward of None or NaN): they are left out of `heldout/reward`, which is not logged at all when no episode could be
+scored.
 
 Every evaluation writes its sampled episodes to `output_dir/heldout/step-NNNNNN/eval.jsonl` (+ `eval_summary.json`;
 greedy ones to `eval_greedy.jsonl`); `write_final` copies the last one to `output_dir/eval.jsonl`, which
