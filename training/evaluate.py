@@ -17,8 +17,8 @@ no run_summary.json: it is read from its run_record.json, at the checkpoint `--a
 the recipe (training/evaluation/eval_tasks.py) or `--task`; it plays the episodes exactly as the held-out evaluation
 during training does, and may declare flags of its own (listed under its name in `--help`). Which episodes
 (`--heldout_seed`, `--episodes_per_row`, `--max_rows`; training/evaluation/episode_choice.py) are the same flags in
-every evaluation command; `--samples-per-prompt`, `--max-rows` and `--build-only` were renamed `--episodes_per_row`, `--max_rows` and `--build_only` (the old spellings
-warn, until the next release).
+every evaluation command; `--samples-per-prompt`, `--max-rows` and `--build-only` were renamed `--episodes_per_row`,
+`--max_rows` and `--build_only` (the old spellings warn, until the next release).
 """
 
 from __future__ import annotations
